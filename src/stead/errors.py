@@ -1,0 +1,86 @@
+"""Every error stead raises on purpose, in one tree.
+
+::
+
+    SteadError
+    ├── SpecError                 an agent spec is invalid (names the field)
+    ├── ScriptError               a scripted model's decision list is invalid
+    ├── NotFound                  no such agent, version, call or blob
+    ├── StoreError                the store cannot do what was asked
+    │   ├── SchemaTooNew          the database was written by a newer stead
+    │   ├── ConcurrencyError      another writer got there first
+    │   │   ├── StaleEpoch        an append under a lease that has been taken over
+    │   │   └── VersionConflict   an append based on an out-of-date version
+    │   └── LeaseHeld             another live worker holds the agent's lease
+    ├── IntegrityError            the journal's hash chain or a blob does not verify
+    ├── ToolError                 a tool is unknown, mis-declared or mis-called
+    │   └── PathEscape            a path leaves the agent's workspace
+    ├── ModelError                a model could not produce a decision
+    └── ResolveError              a person's resolution does not fit the call
+
+Every message says what went wrong and what to do about it. Errors raised while
+an agent runs are recorded in its journal as well as raised, so nothing that
+happened is known only to a log.
+"""
+
+from __future__ import annotations
+
+
+class SteadError(Exception):
+    """The root of every error stead raises on purpose."""
+
+
+class SpecError(SteadError):
+    """An agent spec is invalid; the message names the field and what is allowed."""
+
+
+class ScriptError(SteadError):
+    """A scripted model's YAML decision list is invalid."""
+
+
+class NotFound(SteadError):
+    """The agent, version, call or blob asked for does not exist."""
+
+
+class StoreError(SteadError):
+    """The store cannot do what was asked."""
+
+
+class SchemaTooNew(StoreError):
+    """The database records a schema version newer than this stead understands."""
+
+
+class ConcurrencyError(StoreError):
+    """Another writer changed the agent first; nothing of this write was stored."""
+
+
+class StaleEpoch(ConcurrencyError):
+    """The append was made under a lease epoch that has since been superseded."""
+
+
+class VersionConflict(ConcurrencyError):
+    """The append expected a version that is no longer the agent's latest."""
+
+
+class LeaseHeld(StoreError):
+    """Another live worker holds the agent's lease."""
+
+
+class IntegrityError(SteadError):
+    """Stored data does not match its hash."""
+
+
+class ToolError(SteadError):
+    """A tool is unknown, wrongly declared, or called with bad arguments."""
+
+
+class PathEscape(ToolError):
+    """A path given to a workspace tool resolves outside the agent's workspace."""
+
+
+class ModelError(SteadError):
+    """A model could not produce a decision for the rendered context."""
+
+
+class ResolveError(SteadError):
+    """A person's resolution does not apply to the named call."""

@@ -1,0 +1,135 @@
+"""Models: stateless functions from a rendered context to a decision.
+
+A model sees nothing but a :class:`RenderedContext` and answers with a
+:class:`Decision`, a list of actions. It holds no state between calls, which is
+what lets a live agent switch models, and lets a crashed step reuse its
+journaled decision instead of asking again.
+
+Actions are plain JSON objects, as they are stored in the journal:
+
+* ``{"type": "tool", "tool": NAME, "args": {...}}``
+* ``{"type": "remember", "values": {...}}``
+* ``{"type": "push_goal", "id": ID, "description": TEXT}``
+* ``{"type": "complete_goal", "id": ID}``
+* ``{"type": "finish", "summary": TEXT}``
+* ``{"type": "wait_for_input", "prompt": TEXT}``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import ScriptError
+
+ACTION_TYPES = ("tool", "remember", "push_goal", "complete_goal", "finish", "wait_for_input")
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedContext:
+    """Everything a model is shown for one step, rendered deterministically."""
+
+    text: str
+    hash: str
+    step: int
+    tools: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a model decided: one or more actions, in order."""
+
+    actions: tuple[Mapping[str, Any], ...]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [dict(a) for a in self.actions]
+
+
+class Model(Protocol):
+    """The model seam. Implementations must not keep state between calls."""
+
+    name: str
+
+    def decide(self, context: RenderedContext) -> Decision:
+        """Return the decision for ``context``, or raise ModelError."""
+        ...
+
+
+def parse_action(item: Any, where: str) -> dict[str, Any]:
+    """One action from its short YAML form (``{tool: x, args: {...}}`` etc.)."""
+    if not isinstance(item, Mapping):
+        raise ScriptError(f"{where}: an action must be a mapping such as "
+                          "{tool: NAME, args: {...}} or {finish: TEXT}, got "
+                          f"{type(item).__name__}")
+    if "type" in item:
+        item = _short_form(item, where)
+    keys = set(item)
+    if "tool" in keys:
+        extra = keys - {"tool", "args"}
+        if extra:
+            raise ScriptError(f"{where}: a tool action takes 'tool' and 'args', not "
+                              f"{', '.join(sorted(map(str, extra)))}")
+        args = item.get("args") or {}
+        if not isinstance(item["tool"], str) or not isinstance(args, Mapping):
+            raise ScriptError(f"{where}: 'tool' must be a name and 'args' a mapping")
+        return {"type": "tool", "tool": item["tool"], "args": dict(args)}
+    if len(keys) != 1:
+        raise ScriptError(f"{where}: expected exactly one of {', '.join(ACTION_TYPES)}; "
+                          f"got {', '.join(sorted(map(str, keys))) or 'nothing'}")
+    (key,) = keys
+    value = item[key]
+    if key == "remember":
+        if not isinstance(value, Mapping) or not value:
+            raise ScriptError(f"{where}: 'remember' takes a non-empty mapping of keys to values")
+        return {"type": "remember", "values": {str(k): v for k, v in value.items()}}
+    if key == "push_goal":
+        if isinstance(value, str):
+            value = {"id": value}
+        if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
+            raise ScriptError(f"{where}: 'push_goal' takes an id or {{id, description}}")
+        return {"type": "push_goal", "id": value["id"],
+                "description": str(value.get("description", ""))}
+    if key == "complete_goal":
+        if not isinstance(value, str):
+            raise ScriptError(f"{where}: 'complete_goal' takes a goal id")
+        return {"type": "complete_goal", "id": value}
+    if key == "finish":
+        return {"type": "finish", "summary": "" if value is None else str(value)}
+    if key == "wait_for_input":
+        return {"type": "wait_for_input", "prompt": "" if value is None else str(value)}
+    raise ScriptError(f"{where}: unknown action {key!r}; actions are "
+                      f"{', '.join(ACTION_TYPES)} (and 'actions' for several)")
+
+
+def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The short YAML form of an action given in its stored ``{"type": ...}`` form."""
+    kind = item["type"]
+    if kind == "tool":
+        return {"tool": item.get("tool"), "args": item.get("args") or {}}
+    field = {"remember": "values", "complete_goal": "id", "finish": "summary",
+             "wait_for_input": "prompt"}.get(kind)
+    if field is not None:
+        return {kind: item.get(field)}
+    if kind == "push_goal":
+        return {kind: {"id": item.get("id"), "description": item.get("description", "")}}
+    raise ScriptError(f"{where}: unknown action type {kind!r}; action types are "
+                      f"{', '.join(ACTION_TYPES)}")
+
+
+def parse_decision(item: Any, where: str) -> Decision:
+    """A decision from YAML: one action, ``tools: [...]``, or ``actions: [...]``."""
+    if isinstance(item, Mapping) and set(item) == {"actions"}:
+        raw = item["actions"]
+    elif isinstance(item, Mapping) and set(item) == {"tools"}:
+        raw = item["tools"]
+    else:
+        raw = [item]
+    if not isinstance(raw, list) or not raw:
+        raise ScriptError(f"{where}: 'actions' and 'tools' take a non-empty list")
+    actions = tuple(parse_action(a, f"{where}, action {i + 1}") for i, a in enumerate(raw))
+    if "tools" in (item if isinstance(item, Mapping) else {}):
+        for i, a in enumerate(actions):
+            if a["type"] != "tool":
+                raise ScriptError(f"{where}, action {i + 1}: 'tools' lists only tool calls")
+    return Decision(actions)

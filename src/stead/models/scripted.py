@@ -1,0 +1,56 @@
+"""The scripted model: deterministic, offline decisions from a YAML list.
+
+It returns the n-th decision when the agent has recorded n decisions, so it
+keeps no state of its own and a resumed agent picks up exactly where its script
+left off. It is the default for demos and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ModelError, ScriptError
+from .base import Decision, RenderedContext, parse_decision
+
+
+class ScriptedModel:
+    """Replays a fixed list of decisions, indexed by the agent's decision count."""
+
+    def __init__(self, decisions: Sequence[Decision], name: str = "scripted") -> None:
+        self.decisions = list(decisions)
+        self.name = name
+
+    @classmethod
+    def from_data(cls, data: Any, source: str = "script") -> ScriptedModel:
+        if not isinstance(data, list):
+            raise ScriptError(f"{source}: a script is a YAML list of decisions, got "
+                              f"{type(data).__name__}")
+        return cls([parse_decision(item, f"{source}: decision {i + 1}")
+                    for i, item in enumerate(data)])
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str = "script") -> ScriptedModel:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ScriptError(f"{source}: not valid YAML: {exc}") from exc
+        return cls.from_data(data, source)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ScriptError(f"cannot read script {p}: {exc}") from exc
+        return cls.from_yaml(text, str(p))
+
+    def decide(self, context: RenderedContext) -> Decision:
+        if context.step >= len(self.decisions):
+            raise ModelError(f"the script has {len(self.decisions)} decisions and all have "
+                             "been used; add decisions to the script or end it with finish")
+        return self.decisions[context.step]

@@ -1,0 +1,1 @@
+"""The runtime: rendering context, running steps under a lease, recovering."""

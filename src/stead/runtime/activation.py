@@ -1,0 +1,261 @@
+"""One activation: a worker holding an agent's lease and running its steps.
+
+An activation is the only thing that writes an agent's journal while it runs.
+It is created per run, owns everything agent-specific it touches (workspace
+handle, random generator, buffered events), and is dropped when it ends, so
+nothing of one agent survives into the next one a worker runs.
+
+Durability points within a step, in order:
+
+1. the decision is committed before any of its actions happens;
+2. before a tool that is not ``read_only`` runs, its intent is committed
+   (together with anything buffered, such as earlier results);
+3. after each such tool, its result and the workspace delta it caused are
+   buffered and committed no later than the next intent or the step's end;
+4. the step ends with ``step_completed`` and the remaining workspace delta.
+
+A crash between any two points leaves a state that :mod:`.recovery` can finish
+without asking the model again or repeating an effect.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..canonical import dumps
+from ..clock import Clock
+from ..errors import ModelError, ToolError
+from ..ids import new_id, seeded_rng
+from ..journal import Kind, NewEvent
+from ..models.base import Model
+from ..sandbox.workspace import Manifest, Workspace, diff
+from ..state import State
+from ..store.base import AgentRecord, Lease, Store
+from ..tools.base import Effect, Tool, ToolContext
+from .context import render
+
+LEASE_TTL = 30.0
+MAX_RESULT_CHARS = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an activation ended."""
+
+    state: State
+    steps: int
+    restored: tuple[str, ...] = ()
+
+
+def this_worker() -> str:
+    """A worker identity: host and process id, which recovery uses to spot dead holders."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def holder_is_dead_here(owner: str) -> bool:
+    """True when ``owner`` names a process on this host that no longer exists."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def jsonable(value: Any) -> Any:
+    """A tool's return value as JSON, cut to a bounded size."""
+    try:
+        text = dumps(value)
+    except (TypeError, ValueError):
+        value, text = repr(value), dumps(repr(value))
+    if len(text) > MAX_RESULT_CHARS:
+        return {"truncated": True, "text": text[:MAX_RESULT_CHARS]}
+    return value
+
+
+class Activation:
+    """Runs one agent under its lease until it stops, finishes or fails."""
+
+    def __init__(self, store: Store, record: AgentRecord, workspace: Workspace,
+                 model: Model, tools: Mapping[str, Tool], clock: Clock,
+                 owner: str | None = None, lease_ttl: float = LEASE_TTL) -> None:
+        self.store = store
+        self.record = record
+        self.workspace = workspace
+        self.model = model
+        self.tools = dict(tools)
+        self.clock = clock
+        self.owner = owner or f"{this_worker()}:{int(time.monotonic_ns())}"
+        self.lease_ttl = lease_ttl
+        self.lease: Lease | None = None
+        self.state = State()
+        self.buffer: list[NewEvent] = []
+        self.manifest: Manifest = {}
+        self.dirty = False
+        self.rng = seeded_rng(os.urandom(16).hex())
+        self._renewed_at = 0.0
+
+    # -- lease and commits ------------------------------------------------------
+
+    def acquire(self) -> None:
+        now = self.clock.now()
+        current = self.store.get_lease(self.record.agent_id)
+        takeover = None
+        if current is not None and current.live(now) and holder_is_dead_here(current.owner):
+            takeover = current.owner
+        self.lease = self.store.acquire_lease(self.record.agent_id, self.owner, self.lease_ttl,
+                                              now, takeover=takeover)
+        self._renewed_at = now
+        self.state = self.store.load_state(self.record.agent_id)
+        self.manifest = dict(self.state.manifest)
+
+    def release(self) -> None:
+        if self.lease is not None:
+            self.store.release_lease(self.lease)
+            self.lease = None
+
+    def emit(self, kind: str, **data: Any) -> None:
+        self.buffer.append(NewEvent(kind, data))
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        assert self.lease is not None
+        now = self.clock.now()
+        if now - self._renewed_at > self.lease_ttl / 3:
+            self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
+            self._renewed_at = now
+        events, self.buffer = self.buffer, []
+        _, self.state = self.store.commit(self.state, events, epoch=self.lease.epoch, at=now)
+
+    def ctx_for(self, call_id: str) -> ToolContext:
+        return ToolContext(agent_id=self.record.agent_id, tenant=self.record.tenant,
+                           call_id=call_id,
+                           idempotency_key=f"{self.record.agent_id}/{call_id}",
+                           workspace=self.workspace.root)
+
+    def scan_delta(self) -> dict[str, Any]:
+        """Scan the workspace; return the delta since the last committed manifest."""
+        now_manifest = self.workspace.scan()
+        delta = diff(self.manifest, now_manifest)
+        self.manifest = now_manifest
+        self.dirty = False
+        return {"changed": delta.changed, "removed": delta.removed} if delta else {}
+
+    # -- the step loop ------------------------------------------------------------
+
+    def run_steps(self, max_steps: int | None = None) -> int:
+        """Run steps while the agent is running; return how many decisions were made."""
+        limit = int(self.record.spec.get("limits", {}).get("max_steps", 1000))
+        made = 0
+        while self.state.status == "running":
+            if self.state.inflight is None:
+                if max_steps is not None and made >= max_steps:
+                    break
+                if self.state.steps_completed >= limit:
+                    self.emit(Kind.STATUS_CHANGED, status="failed",
+                              reason=f"reached the spec's limit of {limit} steps without "
+                                     "finishing")
+                    self.flush()
+                    break
+                if not self.decide():
+                    break
+                made += 1
+            self.execute_inflight()
+        self.flush()
+        return made
+
+    def decide(self) -> bool:
+        context = render(self.state, self.record.spec, self.tools)
+        try:
+            decision = self.model.decide(context)
+        except ModelError as exc:
+            self.emit(Kind.STATUS_CHANGED, status="needs_attention",
+                      reason=f"model {self.model.name} gave no decision: {exc}")
+            self.flush()
+            return False
+        actions = []
+        for action in decision.to_json():
+            if action["type"] == "tool":
+                action = {**action, "call_id": new_id("call", self.clock, self.rng)}
+            actions.append(action)
+        self.emit(Kind.DECISION, step=self.state.decisions + 1, context_hash=context.hash,
+                  model=self.model.name, actions=actions)
+        self.flush()
+        return True
+
+    def execute_inflight(self) -> None:
+        inflight = self.state.inflight
+        assert inflight is not None
+        actions: list[dict[str, Any]] = inflight["actions"]
+        for index in range(inflight["next"], len(actions)):
+            action = actions[index]
+            kind = action["type"]
+            if kind == "tool":
+                self.run_tool(index, action)
+            elif kind == "remember":
+                self.emit(Kind.MEMORY_WRITTEN, action=index, values=action["values"])
+            elif kind == "push_goal":
+                self.emit(Kind.GOAL_PUSHED, action=index, id=action["id"],
+                          description=action.get("description", ""))
+            elif kind == "complete_goal":
+                known = any(g["id"] == action["id"] for g in self.state.goals)
+                self.emit(Kind.GOAL_COMPLETED, action=index, id=action["id"], known=known)
+            elif kind == "finish":
+                self.emit(Kind.FINISH_CLAIMED, action=index, summary=action.get("summary", ""))
+            elif kind == "wait_for_input":
+                self.emit(Kind.INPUT_REQUESTED, action=index, prompt=action.get("prompt", ""))
+        step_delta = self.scan_delta() if self.dirty else {}
+        self.emit(Kind.STEP_COMPLETED, step=inflight["step"], **step_delta)
+        self.flush()
+
+    def run_tool(self, index: int, action: dict[str, Any]) -> None:
+        call_id, name, args = action["call_id"], action["tool"], action.get("args", {})
+        # an intent already committed means an earlier activation died during this call
+        rerun = call_id in self.state.pending
+        t = self.tools.get(name)
+        if t is None:
+            self.emit(Kind.TOOL_RESULT, action=index, call_id=call_id, tool=name, args=args,
+                      ok=False, error=f"unknown tool {name!r}; available tools: "
+                                      f"{', '.join(sorted(self.tools)) or 'none'}")
+            return
+        if t.effect is not Effect.READ_ONLY and not rerun:
+            self.emit(Kind.TOOL_INTENT, action=index, call_id=call_id, tool=name, args=args,
+                      effect=t.effect.value, idempotency_key=self.ctx_for(call_id).idempotency_key)
+            self.flush()
+        self.dirty = True
+        try:
+            output = t.call(args, self.ctx_for(call_id))
+            result: dict[str, Any] = {"ok": True, "output": jsonable(output)}
+        except Exception as exc:  # a tool's failure is the model's to see, not a crash
+            result = {"ok": False, "error": _describe(exc)}
+        delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
+        self.emit(Kind.TOOL_RESULT, action=index, call_id=call_id, tool=name, args=args,
+                  rerun=rerun, **result, **delta)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ToolError | FileNotFoundError | PermissionError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,171 @@
+"""The runtime: one object that creates, runs, messages and repairs agents.
+
+It ties a store, a blob store and a workspace root together. Each run of an
+agent is a fresh :class:`~stead.runtime.activation.Activation` under the agent's
+lease; the runtime itself keeps nothing agent-specific between calls.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ..clock import Clock, SystemClock
+from ..errors import ModelError, ResolveError, SteadError
+from ..ids import new_id
+from ..journal import Kind, NewEvent
+from ..models.base import Decision, Model, RenderedContext
+from ..models.registry import model_for
+from ..sandbox.workspace import Workspace
+from ..spec import AgentSpec
+from ..state import State
+from ..store import open_store
+from ..store.base import AgentRecord, Store
+from ..store.blobs import BlobStore
+from ..tools.base import Tool
+from ..tools.registry import load_tools
+from .activation import LEASE_TTL, Activation, Outcome
+from .recovery import recover
+
+RESOLUTIONS = ("done", "retry", "abort")
+
+
+class Runtime:
+    """Agents in one store, with their blobs and workspaces under ``data_dir``."""
+
+    def __init__(self, store: Store | str, data_dir: str | Path | None = None,
+                 clock: Clock | None = None, lease_ttl: float = LEASE_TTL) -> None:
+        self.store = open_store(store) if isinstance(store, str) else store
+        if data_dir is None:
+            data_dir = tempfile.mkdtemp(prefix="stead-")
+        self.data_dir = Path(data_dir)
+        self.blobs = BlobStore(self.data_dir / "blobs")
+        self.clock = clock or SystemClock()
+        self.lease_ttl = lease_ttl
+
+    def close(self) -> None:
+        self.store.close()
+
+    def workspace(self, agent_id: str, tenant: str) -> Workspace:
+        return Workspace(self.data_dir / "workspaces" / tenant / agent_id, self.blobs)
+
+    # -- creating -------------------------------------------------------------
+
+    def create(self, spec: AgentSpec, agent_id: str | None = None) -> State:
+        """Create an agent from a validated spec; seed its workspace; journal it."""
+        agent_id = agent_id or new_id("ag", self.clock)
+        record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(),
+                             self.clock.now())
+        ws = self.workspace(agent_id, spec.tenant)
+        if ws.root.exists() and any(ws.root.iterdir()):
+            raise SteadError(f"workspace {ws.root} already has files; pick another agent id")
+        ws.create()
+        if spec.workspace:
+            ws.seed_from(spec.workspace)
+        manifest = ws.scan()
+        created = NewEvent(Kind.AGENT_CREATED, {
+            "name": spec.name, "tenant": spec.tenant, "goals": list(spec.goals),
+            "autonomy": spec.autonomy, "tools": list(spec.tools), "model": spec.model,
+            "manifest": manifest, "seeded_from": spec.workspace,
+        })
+        return self.store.create_agent(record, [created], self.clock.now())
+
+    # -- running --------------------------------------------------------------
+
+    def tools_for(self, record: AgentRecord) -> dict[str, Tool]:
+        return load_tools(record.spec.get("tools", []), [record.spec.get("base_dir", ".")])
+
+    def run(self, agent_id: str, *, model: Model | None = None,
+            tools: Mapping[str, Tool] | None = None, max_steps: int | None = None) -> Outcome:
+        """Take the agent's lease, recover, and run it until it stops.
+
+        ``max_steps`` bounds the decisions made in this activation (the spec's
+        limit bounds the agent's whole life). Raises
+        :class:`~stead.errors.LeaseHeld` if another live worker runs it.
+        """
+        record = self.store.get_record(agent_id)
+        act = Activation(self.store, record, self.workspace(agent_id, record.tenant),
+                         model or model_for(record.spec),
+                         tools if tools is not None else self.tools_for(record),
+                         self.clock, lease_ttl=self.lease_ttl)
+        act.acquire()
+        try:
+            if act.state.is_final:
+                return Outcome(act.state, 0)
+            restored = recover(act, new_id("act", self.clock, act.rng))
+            steps = act.run_steps(max_steps)
+            return Outcome(act.state, steps, restored)
+        finally:
+            act.release()
+
+    # -- people's inputs --------------------------------------------------------
+
+    def _append(self, agent_id: str, build: Callable[[State], list[NewEvent]]) -> State:
+        """Append what ``build`` makes of the current state, under a short lease.
+
+        People's inputs go through the lease like a worker's writes, so they can
+        never interleave with a running step.
+        """
+        record = self.store.get_record(agent_id)
+        act = Activation(self.store, record, self.workspace(agent_id, record.tenant),
+                         _NoModel(), {}, self.clock, lease_ttl=self.lease_ttl)
+        act.acquire()
+        try:
+            act.buffer.extend(build(act.state))
+            act.flush()
+            return act.state
+        finally:
+            act.release()
+
+    def send(self, agent_id: str, text: str) -> State:
+        """Deliver a message to an agent (it wakes if it was waiting for input)."""
+
+        def build(state: State) -> list[NewEvent]:
+            if state.is_final:
+                raise SteadError(f"agent {agent_id} is {state.status}; it takes no more "
+                                 "messages")
+            return [NewEvent(Kind.INPUT_RECEIVED, {"text": text, "by": _person()})]
+
+        return self._append(agent_id, build)
+
+    def resolve(self, agent_id: str, call_id: str, resolution: str) -> State:
+        """A person's decision on a call whose outcome is unknown.
+
+        ``done``: it happened; the step goes on after it. ``retry``: it did not;
+        it runs again on resume. ``abort``: it is given up; the model sees it as
+        failed.
+        """
+        if resolution not in RESOLUTIONS:
+            raise ResolveError(f"--as must be one of {', '.join(RESOLUTIONS)}, not "
+                               f"{resolution!r}")
+
+        def build(state: State) -> list[NewEvent]:
+            if call_id not in state.unknown:
+                waiting = ", ".join(sorted(state.unknown)) or "none"
+                raise ResolveError(f"call {call_id} of agent {agent_id} is not awaiting a "
+                                   f"decision; calls whose outcome is unknown: {waiting}")
+            return [NewEvent(Kind.CALL_RESOLVED, {
+                "call_id": call_id, "resolution": resolution, "by": _person(),
+                "action": state.unknown[call_id].get("action")})]
+
+        return self._append(agent_id, build)
+
+
+class _NoModel:
+    """Stands in where an activation only appends a person's input."""
+
+    name = "none"
+
+    def decide(self, context: RenderedContext) -> Decision:
+        raise ModelError("a person's input never asks a model")
+
+
+def _person() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{os.uname().nodename}"

@@ -1,0 +1,182 @@
+"""Agent specs: a YAML file that says what an agent is, checked before it runs.
+
+Every problem is reported as a :class:`~stead.errors.SpecError` that names the
+field, what was found, and what is allowed. A valid spec is turned into a plain
+JSON record that is stored with the agent, with the scripted model's decisions
+and the seed folder's path captured, so the agent can be resumed later without
+the spec file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ScriptError, SpecError
+from .models.scripted import ScriptedModel
+
+AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
+DEFAULT_MAX_STEPS = 1000
+_FIELDS = ("name", "tenant", "instructions", "model", "tools", "autonomy", "goals",
+           "workspace", "limits")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """A validated agent spec."""
+
+    name: str
+    model: str
+    tenant: str = "default"
+    instructions: str = ""
+    tools: tuple[str, ...] = ()
+    autonomy: str = "act_autonomously"
+    goals: tuple[dict[str, Any], ...] = ()
+    workspace: str | None = None
+    max_steps: int = DEFAULT_MAX_STEPS
+    base_dir: str = "."
+    script: list[Any] | None = field(default=None, compare=False)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON form stored with the agent."""
+        return {
+            "name": self.name,
+            "tenant": self.tenant,
+            "instructions": self.instructions,
+            "model": self.model,
+            "tools": list(self.tools),
+            "autonomy": self.autonomy,
+            "goals": [dict(g) for g in self.goals],
+            "workspace": self.workspace,
+            "limits": {"max_steps": self.max_steps},
+            "base_dir": self.base_dir,
+            "script": self.script,
+        }
+
+
+def _fail(field_name: str, problem: str) -> SpecError:
+    return SpecError(f"spec field '{field_name}': {problem}")
+
+
+def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:
+    value = data.get(key, default)
+    if value is None:
+        raise _fail(key, "is required")
+    if not isinstance(value, str):
+        raise _fail(key, f"must be text, got {type(value).__name__}")
+    return value
+
+
+def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
+    """Validate spec data (already parsed from YAML); paths are relative to base_dir."""
+    base = Path(base_dir).resolve()
+    if not isinstance(data, dict):
+        raise SpecError(f"a spec is a YAML mapping with fields {', '.join(_FIELDS)}; "
+                        f"got {type(data).__name__}")
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise _fail(unknown[0], f"is not a spec field; allowed fields are {', '.join(_FIELDS)}")
+    name = _str(data, "name").strip()
+    if not name:
+        raise _fail("name", "must not be empty")
+    tenant = _str(data, "tenant", "default")
+    if not _ID.match(tenant):
+        raise _fail("tenant", f"{tenant!r} is not allowed; use letters, digits, '_', '-', '.'")
+    instructions = _str(data, "instructions", "")
+    model, script = _parse_model(_str(data, "model"), base)
+
+    tools = data.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
+        raise _fail("tools", "must be a list of tool names or module:function paths")
+
+    autonomy = _str(data, "autonomy", "act_autonomously")
+    if autonomy not in AUTONOMY_LEVELS:
+        raise _fail("autonomy", f"{autonomy!r} is not a level; use one of "
+                    f"{', '.join(AUTONOMY_LEVELS)}")
+
+    goals = _parse_goals(data.get("goals", []))
+
+    workspace = data.get("workspace")
+    if workspace is not None:
+        if not isinstance(workspace, str):
+            raise _fail("workspace", "must be the path of a folder to seed the workspace from")
+        folder = (base / workspace).resolve()
+        if not folder.is_dir():
+            raise _fail("workspace", f"folder {folder} does not exist")
+        workspace = str(folder)
+
+    limits = data.get("limits", {}) or {}
+    if not isinstance(limits, dict) or set(limits) - {"max_steps"}:
+        raise _fail("limits", "must be a mapping with 'max_steps'")
+    max_steps = limits.get("max_steps", DEFAULT_MAX_STEPS)
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise _fail("limits.max_steps", f"must be a whole number of at least 1, got {max_steps!r}")
+
+    return AgentSpec(name=name, model=model, tenant=tenant, instructions=instructions,
+                     tools=tuple(tools), autonomy=autonomy, goals=goals, workspace=workspace,
+                     max_steps=max_steps, base_dir=str(base), script=script)
+
+
+def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:
+    kind, _, ref = model.partition(":")
+    if kind != "scripted" or not ref:
+        raise _fail("model", f"{model!r} is not a model this stead knows; use "
+                    "'scripted:PATH' (a YAML list of decisions, relative to the spec)")
+    path = (base / ref).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _fail("model", f"cannot read the script {path}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+        ScriptedModel.from_data(data, str(path))
+    except (yaml.YAMLError, ScriptError) as exc:
+        raise _fail("model", str(exc)) from exc
+    return model, data
+
+
+def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:
+    if not isinstance(goals, list):
+        raise _fail("goals", "must be a list of {id, description, accept}")
+    seen: set[str] = set()
+    out = []
+    for i, g in enumerate(goals):
+        where = f"goals[{i}]"
+        if isinstance(g, str):
+            g = {"id": g}
+        if not isinstance(g, dict):
+            raise _fail(where, "must be a mapping with 'id' and 'description'")
+        extra = set(g) - {"id", "description", "accept"}
+        if extra:
+            raise _fail(f"{where}.{sorted(extra)[0]}", "is not a goal field; use id, "
+                        "description, accept")
+        gid = g.get("id")
+        if not isinstance(gid, str) or not _ID.match(gid):
+            raise _fail(f"{where}.id", "must be a short identifier such as 'rename'")
+        if gid in seen:
+            raise _fail(f"{where}.id", f"{gid!r} is used twice; goal ids must be unique")
+        seen.add(gid)
+        accept = g.get("accept", [])
+        if not isinstance(accept, list):
+            raise _fail(f"{where}.accept", "must be a list of checks")
+        out.append({"id": gid, "description": str(g.get("description", "")), "accept": accept})
+    return tuple(out)
+
+
+def load_spec(path: str | Path) -> AgentSpec:
+    """Read and validate a spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {p}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"spec {p} is not valid YAML: {exc}") from exc
+    return parse_spec(data, p.parent)

@@ -1,0 +1,192 @@
+"""An agent's materialised state, and the pure fold that produces it from events.
+
+``state = fold(events)``: the store saves the result of :func:`apply` in the same
+transaction as the events it came from, so resuming an agent loads one row
+instead of replaying its history, and any past version can still be rebuilt by
+folding the journal up to that version.
+
+The state is bounded by design. It holds the memory, the goal stack, the open
+and in-flight calls, the workspace manifest, and only the most recent tool calls
+(:data:`RECENT_CALLS`); the full tool-call history stays in the journal. That is
+what keeps loading an agent the same cost at ten events and at a hundred
+thousand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from .journal import GENESIS_HASH, Event, Kind
+
+RECENT_CALLS = 20
+"""How many finished tool calls the state (and so the model's context) keeps."""
+
+STATUSES = ("created", "running", "waiting", "needs_attention", "completed", "failed")
+FINAL_STATUSES = ("completed", "failed")
+
+
+@dataclass(slots=True)
+class State:
+    """Everything the runtime needs to continue an agent, as plain JSON-able data."""
+
+    agent_id: str = ""
+    tenant: str = "default"
+    name: str = ""
+    version: int = 0
+    head_hash: str = GENESIS_HASH
+    status: str = "created"
+    status_reason: str = ""
+    waiting_for: str | None = None
+    decisions: int = 0
+    steps_completed: int = 0
+    activations: int = 0
+    memory: dict[str, Any] = field(default_factory=dict)
+    goals: list[dict[str, Any]] = field(default_factory=list)
+    inbox: list[str] = field(default_factory=list)
+    recent_calls: list[dict[str, Any]] = field(default_factory=list)
+    calls_total: int = 0
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unknown: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inflight: dict[str, Any] | None = None
+    manifest: dict[str, str] = field(default_factory=dict)
+    finish: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> State:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in obj.items() if k in known})
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    def open_goals(self) -> list[dict[str, Any]]:
+        return [g for g in self.goals if g["status"] == "open"]
+
+
+def _advance(inflight: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] | None:
+    """Mark the in-flight decision's action ``data['action']`` as done."""
+    if inflight is None or data.get("action") is None:
+        return inflight
+    return {**inflight, "next": max(inflight["next"], int(data["action"]) + 1)}
+
+
+def _remember_call(s: State, summary: dict[str, Any]) -> None:
+    s.recent_calls = [*s.recent_calls, summary][-RECENT_CALLS:]
+    s.calls_total += 1
+
+
+def apply(state: State, ev: Event) -> State:
+    """Return the state after ``ev``. Pure: ``state`` is not changed."""
+    s = replace(state)
+    d: dict[str, Any] = dict(ev.data)
+    k = ev.kind
+    if k == Kind.AGENT_CREATED:
+        s.agent_id = ev.agent_id
+        s.tenant = d["tenant"]
+        s.name = d["name"]
+        s.goals = [
+            {"id": g["id"], "description": g.get("description", ""), "status": "open"}
+            for g in d.get("goals", [])
+        ]
+        s.manifest = dict(d.get("manifest", {}))
+    elif k == Kind.ACTIVATION_STARTED:
+        s.activations += 1
+        if s.status in ("created", "running") or (s.status == "needs_attention"
+                                                  and not s.unknown):
+            s.status, s.status_reason = "running", ""
+    elif k == Kind.DECISION:
+        s.decisions += 1
+        s.inbox = []
+        s.inflight = {
+            "step": d["step"],
+            "context_hash": d["context_hash"],
+            "actions": d["actions"],
+            "next": 0,
+        }
+    elif k == Kind.TOOL_INTENT:
+        s.pending = {**s.pending, d["call_id"]: {key: d[key] for key in
+                     ("tool", "args", "effect", "idempotency_key", "action")}}
+    elif k == Kind.TOOL_RESULT:
+        s.pending = {c: v for c, v in s.pending.items() if c != d["call_id"]}
+        _remember_call(s, {"call_id": d["call_id"], "tool": d["tool"], "args": d["args"],
+                           "ok": d["ok"], "output": d.get("output"),
+                           "error": d.get("error")})
+        _apply_delta(s, d)
+        s.inflight = _advance(s.inflight, d)
+    elif k == Kind.OUTCOME_UNKNOWN:
+        call = s.pending.get(d["call_id"], {})
+        s.pending = {c: v for c, v in s.pending.items() if c != d["call_id"]}
+        s.unknown = {**s.unknown, d["call_id"]: {**call, "reason": d.get("reason", "")}}
+        s.status, s.status_reason = "needs_attention", d.get("reason", "outcome unknown")
+    elif k == Kind.CALL_RESOLVED:
+        call = s.unknown.get(d["call_id"], {})
+        s.unknown = {c: v for c, v in s.unknown.items() if c != d["call_id"]}
+        if d["resolution"] in ("done", "abort"):
+            ok = d["resolution"] == "done"
+            _remember_call(s, {"call_id": d["call_id"], "tool": call.get("tool"),
+                               "args": call.get("args"), "ok": ok,
+                               "output": d.get("output"),
+                               "error": None if ok else f"aborted by {d.get('by', 'a person')}"})
+            s.inflight = _advance(s.inflight, d)
+        if not s.unknown and s.status == "needs_attention":
+            s.status, s.status_reason = "running", ""
+    elif k == Kind.MEMORY_WRITTEN:
+        s.memory = {**s.memory, **d["values"]}
+        s.inflight = _advance(s.inflight, d)
+    elif k == Kind.GOAL_PUSHED:
+        s.goals = [*s.goals, {"id": d["id"], "description": d.get("description", ""),
+                              "status": "open"}]
+        s.inflight = _advance(s.inflight, d)
+    elif k == Kind.GOAL_COMPLETED:
+        s.goals = [{**g, "status": "completed"} if g["id"] == d["id"] else g for g in s.goals]
+        s.inflight = _advance(s.inflight, d)
+    elif k == Kind.INPUT_REQUESTED:
+        s.status, s.waiting_for, s.status_reason = "waiting", "input", d.get("prompt", "")
+        s.inflight = _advance(s.inflight, d)
+    elif k == Kind.INPUT_RECEIVED:
+        s.inbox = [*s.inbox, d["text"]]
+        if s.status == "waiting" and s.waiting_for == "input":
+            s.status, s.waiting_for, s.status_reason = "running", None, ""
+    elif k == Kind.FINISH_CLAIMED:
+        s.finish = {"summary": d.get("summary", "")}
+        s.status, s.status_reason = "completed", d.get("summary", "")
+        s.inflight = _advance(s.inflight, d)
+    elif k == Kind.STEP_COMPLETED:
+        _apply_delta(s, d)
+        s.steps_completed += 1
+        s.inflight = None
+    elif k == Kind.STATUS_CHANGED:
+        s.status, s.status_reason = d["status"], d.get("reason", "")
+        if d["status"] != "waiting":
+            s.waiting_for = None
+    # WORKSPACE_RESTORED and RECONCILED are records only: the manifest they
+    # restore to, or the answer they carry, is already reflected elsewhere.
+    s.version = ev.seq
+    s.head_hash = ev.hash
+    return s
+
+
+def _apply_delta(s: State, d: dict[str, Any]) -> None:
+    changed = d.get("changed")
+    removed = d.get("removed")
+    if not changed and not removed:
+        return
+    manifest = dict(s.manifest)
+    manifest.update(changed or {})
+    for path in removed or ():
+        manifest.pop(path, None)
+    s.manifest = manifest
+
+
+def fold(events: Iterable[Event], state: State | None = None) -> State:
+    """Fold events, in order, onto ``state`` (or an empty state)."""
+    s = state if state is not None else State()
+    for ev in events:
+        s = apply(s, ev)
+    return s

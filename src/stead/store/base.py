@@ -1,0 +1,189 @@
+"""The store interface every backend implements.
+
+A store keeps, per agent: a static record (id, tenant, name, spec), an
+append-only hash-chained journal, the materialised state written in the same
+transaction as the events, and a lease with a fencing epoch.
+
+Backends implement a handful of primitive operations (``_write``,
+``read_events``, the lease operations…); sealing events into the hash chain and
+folding them into the new state happens once, here, in :meth:`Store.commit`, so
+every backend stores exactly the same bytes. Nothing above this interface may
+assume a particular database: a backend shared by many workers on many hosts
+must be able to implement it with ordinary transactions.
+
+Atomicity guarantees every backend gives (the conformance suite checks them):
+
+* ``_write`` stores all of its events and the new state, or nothing;
+* it refuses, and stores nothing, when the lease epoch it was given is not the
+  agent's current epoch (:class:`~stead.errors.StaleEpoch`) or when the agent's
+  stored version is not the one the caller based its change on
+  (:class:`~stead.errors.VersionConflict`);
+* ``acquire_lease`` is a compare-and-set: of any number of concurrent callers,
+  at most one gets the lease and every acquisition raises the epoch.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import NotFound
+from ..journal import Event, NewEvent, seal
+from ..state import State, apply, fold
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    """What never changes about an agent once it is created."""
+
+    agent_id: str
+    tenant: str
+    name: str
+    spec: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to run an agent, held by one worker until ``expires_at``.
+
+    ``epoch`` rises with every acquisition; writes carry it so the store can
+    refuse a worker that lost its lease without knowing it (fencing).
+    """
+
+    agent_id: str
+    owner: str
+    epoch: int
+    expires_at: float
+
+    def live(self, now: float) -> bool:
+        return self.expires_at > now
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    """One row of an agent listing."""
+
+    agent_id: str
+    tenant: str
+    name: str
+    status: str
+    version: int
+    updated_at: float
+
+
+def lease_held_message(lease: Lease, now: float) -> str:
+    """The one wording of "someone else is running this agent"."""
+    return (f"agent {lease.agent_id} is being run by worker {lease.owner} (lease epoch "
+            f"{lease.epoch}, {lease.expires_at - now:.0f}s left); wait for it to finish "
+            "or for its lease to expire")
+
+
+class Store(abc.ABC):
+    """One interface, every backend. See the module docstring for guarantees."""
+
+    #: the schema version this code writes; a database newer than it is refused
+    schema_version: int = 1
+
+    # -- agents ---------------------------------------------------------------
+
+    def create_agent(self, record: AgentRecord, events: Sequence[NewEvent],
+                     at: float) -> State:
+        """Create an agent and append its first events (outside any lease)."""
+        sealed = seal(record.agent_id, 1, State().head_hash, at, 0, events)
+        state = fold(sealed)
+        self._create(record, sealed, state, at)
+        return state
+
+    @abc.abstractmethod
+    def _create(self, record: AgentRecord, events: Sequence[Event], state: State,
+                at: float) -> None:
+        """Insert the record, its first events and state; fail if the id exists."""
+
+    @abc.abstractmethod
+    def get_record(self, agent_id: str) -> AgentRecord:
+        """The agent's record, or :class:`~stead.errors.NotFound`."""
+
+    @abc.abstractmethod
+    def load_state(self, agent_id: str) -> State:
+        """The latest materialised state, or :class:`~stead.errors.NotFound`."""
+
+    @abc.abstractmethod
+    def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
+        """Every agent (of ``tenant``, if given), oldest first."""
+
+    # -- the journal ----------------------------------------------------------
+
+    def commit(self, state: State, events: Sequence[NewEvent], *, epoch: int,
+               at: float) -> tuple[list[Event], State]:
+        """Append ``events`` to the agent whose current state is ``state``.
+
+        Returns the sealed events and the new state. Raises
+        :class:`~stead.errors.StaleEpoch` or :class:`~stead.errors.VersionConflict`
+        without storing anything when another writer got there first.
+        """
+        if not events:
+            return [], state
+        sealed = seal(state.agent_id, state.version + 1, state.head_hash, at, epoch, events)
+        new_state = state
+        for ev in sealed:
+            new_state = apply(new_state, ev)
+        self._write(state.agent_id, sealed, new_state, expected_version=state.version,
+                    epoch=epoch, at=at)
+        return sealed, new_state
+
+    @abc.abstractmethod
+    def _write(self, agent_id: str, events: Sequence[Event], state: State, *,
+               expected_version: int, epoch: int, at: float) -> None:
+        """Atomically check epoch and version, insert events, replace the state."""
+
+    @abc.abstractmethod
+    def read_events(self, agent_id: str, from_seq: int = 1,
+                    to_seq: int | None = None) -> Iterator[Event]:
+        """Events with ``from_seq <= seq <= to_seq`` in order, as stored."""
+
+    def state_at(self, agent_id: str, version: int) -> State:
+        """The agent's state as it was right after event ``version``."""
+        latest = self.load_state(agent_id)
+        if version < 1 or version > latest.version:
+            raise NotFound(f"agent {agent_id} has versions 1 to {latest.version}; "
+                           f"there is no version {version}")
+        if version == latest.version:
+            return latest
+        return fold(self.read_events(agent_id, 1, version))
+
+    # -- leases ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def acquire_lease(self, agent_id: str, owner: str, ttl: float, now: float, *,
+                      takeover: str | None = None) -> Lease:
+        """Take the agent's lease if it is free, expired, or held by ``takeover``.
+
+        Every acquisition raises the epoch. Raises :class:`~stead.errors.LeaseHeld`
+        naming the holder when a live lease is held by someone else.
+        """
+
+    @abc.abstractmethod
+    def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
+        """Extend a lease still held at its epoch, else raise StaleEpoch."""
+
+    @abc.abstractmethod
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease up if it is still held at its epoch; otherwise do nothing."""
+
+    @abc.abstractmethod
+    def get_lease(self, agent_id: str) -> Lease | None:
+        """The agent's lease row, live or expired, or None if it never had one."""
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends need it
+        """Release connections; the store must not be used afterwards."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

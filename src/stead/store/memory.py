@@ -1,0 +1,141 @@
+"""The in-memory reference store.
+
+It is the executable definition of the store contract: simple enough to read
+in one sitting, and run through the same conformance suite as every durable
+backend. Values go through canonical JSON on the way in and out, so anything a
+durable backend could not store fails here too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..canonical import dumps, loads
+from ..errors import LeaseHeld, NotFound, StaleEpoch, StoreError, VersionConflict
+from ..journal import Event
+from ..state import State
+from .base import AgentRecord, AgentSummary, Lease, Store, lease_held_message
+
+
+def _copy(value: Any) -> Any:
+    return loads(dumps(value))
+
+
+class MemoryStore(Store):
+    """Keeps everything in dictionaries; lost when the process ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._records: dict[str, AgentRecord] = {}
+        self._states: dict[str, str] = {}
+        self._updated: dict[str, float] = {}
+        self._events: dict[str, list[Event]] = {}
+        self._leases: dict[str, Lease] = {}
+
+    def _create(self, record: AgentRecord, events: Sequence[Event], state: State,
+                at: float) -> None:
+        with self._lock:
+            if record.agent_id in self._records:
+                raise StoreError(f"an agent with id {record.agent_id} already exists; "
+                                 "choose another id or omit --id")
+            self._records[record.agent_id] = AgentRecord(
+                record.agent_id, record.tenant, record.name, _copy(record.spec),
+                record.created_at)
+            self._events[record.agent_id] = [self._stored(e) for e in events]
+            self._states[record.agent_id] = dumps(state.to_json())
+            self._updated[record.agent_id] = at
+
+    @staticmethod
+    def _stored(ev: Event) -> Event:
+        text = dumps(dict(ev.data))
+        return Event(ev.agent_id, ev.seq, ev.kind, ev.at, loads(text), ev.prev_hash, ev.hash,
+                     ev.epoch, text)
+
+    def get_record(self, agent_id: str) -> AgentRecord:
+        with self._lock:
+            try:
+                return self._records[agent_id]
+            except KeyError:
+                raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them") from None
+
+    def load_state(self, agent_id: str) -> State:
+        with self._lock:
+            try:
+                return State.from_json(loads(self._states[agent_id]))
+            except KeyError:
+                raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them") from None
+
+    def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
+        with self._lock:
+            out = []
+            for agent_id, rec in self._records.items():
+                if tenant is not None and rec.tenant != tenant:
+                    continue
+                st = loads(self._states[agent_id])
+                out.append(AgentSummary(agent_id, rec.tenant, rec.name, st["status"],
+                                        st["version"], self._updated[agent_id]))
+            return sorted(out, key=lambda a: a.agent_id)
+
+    def _write(self, agent_id: str, events: Sequence[Event], state: State, *,
+               expected_version: int, epoch: int, at: float) -> None:
+        with self._lock:
+            if agent_id not in self._records:
+                raise NotFound(f"no agent with id {agent_id}")
+            lease = self._leases.get(agent_id)
+            current_epoch = lease.epoch if lease else 0
+            if epoch != current_epoch:
+                raise StaleEpoch(f"agent {agent_id}: write under lease epoch {epoch} refused, "
+                                 f"the current epoch is {current_epoch}; another worker has "
+                                 "taken over this agent")
+            stored_version = len(self._events[agent_id])
+            if stored_version != expected_version:
+                raise VersionConflict(f"agent {agent_id}: write based on version "
+                                      f"{expected_version} refused, the agent is at "
+                                      f"version {stored_version}; reload and retry")
+            self._events[agent_id].extend(self._stored(e) for e in events)
+            self._states[agent_id] = dumps(state.to_json())
+            self._updated[agent_id] = at
+
+    def read_events(self, agent_id: str, from_seq: int = 1,
+                    to_seq: int | None = None) -> Iterator[Event]:
+        with self._lock:
+            if agent_id not in self._events:
+                raise NotFound(f"no agent with id {agent_id}")
+            events = list(self._events[agent_id])
+        end = len(events) if to_seq is None else min(to_seq, len(events))
+        yield from events[max(from_seq, 1) - 1 : end]
+
+    def acquire_lease(self, agent_id: str, owner: str, ttl: float, now: float, *,
+                      takeover: str | None = None) -> Lease:
+        with self._lock:
+            if agent_id not in self._records:
+                raise NotFound(f"no agent with id {agent_id}")
+            cur = self._leases.get(agent_id)
+            if cur is not None and cur.live(now) and cur.owner not in (owner, takeover):
+                raise LeaseHeld(lease_held_message(cur, now))
+            lease = Lease(agent_id, owner, (cur.epoch if cur else 0) + 1, now + ttl)
+            self._leases[agent_id] = lease
+            return lease
+
+    def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
+        with self._lock:
+            cur = self._leases.get(lease.agent_id)
+            if cur is None or cur.epoch != lease.epoch:
+                raise StaleEpoch(f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
+                                 "taken over by another worker")
+            renewed = Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
+            self._leases[lease.agent_id] = renewed
+            return renewed
+
+    def release_lease(self, lease: Lease) -> None:
+        with self._lock:
+            cur = self._leases.get(lease.agent_id)
+            if cur is not None and cur.epoch == lease.epoch:
+                self._leases[lease.agent_id] = Lease(lease.agent_id, "", lease.epoch, 0.0)
+
+    def get_lease(self, agent_id: str) -> Lease | None:
+        with self._lock:
+            return self._leases.get(agent_id)
+

@@ -1,0 +1,42 @@
+"""SQLite schema migrations: an ordered list, position + 1 = version.
+
+Each migration is applied in one transaction together with the row recording
+its version. Never edit a migration that has shipped; append a new one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: agents, their journals, and leases
+    """
+    CREATE TABLE agents (
+        agent_id   TEXT PRIMARY KEY,
+        tenant     TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        spec       TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        version    INTEGER NOT NULL,
+        status     TEXT NOT NULL,
+        state      TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX agents_tenant ON agents (tenant, agent_id);
+    CREATE TABLE events (
+        agent_id  TEXT NOT NULL,
+        seq       INTEGER NOT NULL,
+        kind      TEXT NOT NULL,
+        at        REAL NOT NULL,
+        data      TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash      TEXT NOT NULL,
+        epoch     INTEGER NOT NULL,
+        PRIMARY KEY (agent_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE leases (
+        agent_id   TEXT PRIMARY KEY,
+        owner      TEXT NOT NULL,
+        epoch      INTEGER NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    """,
+]

@@ -1,0 +1,221 @@
+"""Tools: Python functions with a declared effect class.
+
+The effect class decides what happens to a call whose intent was committed but
+whose result never was (the worker died in between):
+
+``read_only``
+    No effect outside the call. No intent is journaled; it simply runs again.
+``idempotent``
+    Running it twice with the same ``ctx.idempotency_key`` has the effect of
+    running it once. It runs again with the same key.
+``effectful``
+    Anything else. If it has a ``reconcile`` hook, the hook is asked whether the
+    call happened (``"done"``, ``"not_done"`` or ``"unknown"``); otherwise, or on
+    ``"unknown"``, the call is marked *outcome unknown* and the agent stops in
+    ``needs_attention`` until a person decides (``stead resolve``).
+
+A tool may accept a keyword parameter ``ctx`` (a :class:`ToolContext`). Its JSON
+schema is derived from the other parameters' annotations.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+from ..errors import ToolError
+
+
+class Effect(enum.StrEnum):
+    READ_ONLY = "read_only"
+    IDEMPOTENT = "idempotent"
+    EFFECTFUL = "effectful"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool may know about the call it serves."""
+
+    agent_id: str
+    tenant: str
+    call_id: str
+    idempotency_key: str
+    workspace: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """A reconcile hook's richer answer: the verdict and, if done, the result."""
+
+    verdict: str
+    result: Any = None
+
+
+ReconcileHook = Callable[..., "str | Reconciled"]
+CompensateHook = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A registered tool: the function, its name, schema and effect class."""
+
+    name: str
+    func: Callable[..., Any]
+    effect: Effect
+    schema: Mapping[str, Any]
+    description: str
+    wants_ctx: bool
+    reconcile: ReconcileHook | None = None
+    compensate: CompensateHook | None = None
+
+    def call(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
+        check_args(self, args)
+        if self.wants_ctx:
+            return self.func(**args, ctx=ctx)
+        return self.func(**args)
+
+    def ask_reconcile(self, args: Mapping[str, Any], ctx: ToolContext) -> Reconciled:
+        """Ask the reconcile hook; a plain string answer is wrapped."""
+        if self.reconcile is None:
+            return Reconciled("unknown")
+        answer = self.reconcile(dict(args), ctx)
+        if isinstance(answer, Reconciled):
+            verdict, result = answer.verdict, answer.result
+        else:
+            verdict, result = str(answer), None
+        if verdict not in ("done", "not_done", "unknown"):
+            raise ToolError(f"reconcile hook of tool {self.name} answered {verdict!r}; it must "
+                            "answer 'done', 'not_done' or 'unknown'")
+        return Reconciled(verdict, result)
+
+
+_ATTR = "__stead_tool__"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def tool(func: F, /) -> F: ...
+
+
+@overload
+def tool(*, effect: str | Effect = ..., name: str | None = ...,
+         reconcile: ReconcileHook | None = ...,
+         compensate: CompensateHook | None = ...) -> Callable[[F], F]: ...
+
+
+def tool(func: F | None = None, /, *, effect: str | Effect = Effect.EFFECTFUL,
+         name: str | None = None, reconcile: ReconcileHook | None = None,
+         compensate: CompensateHook | None = None) -> F | Callable[[F], F]:
+    """Declare a function as a stead tool.
+
+    ``@stead.tool(effect="idempotent")`` or bare ``@stead.tool`` (effectful, the
+    safe default). The function is returned unchanged, with its declaration
+    attached, so it stays callable and testable as ordinary Python.
+    """
+
+    def wrap(f: F) -> F:
+        setattr(f, _ATTR, make_tool(f, effect=effect, name=name, reconcile=reconcile,
+                                    compensate=compensate))
+        return f
+
+    return wrap(func) if func is not None else wrap
+
+
+def make_tool(func: Callable[..., Any], *, effect: str | Effect = Effect.EFFECTFUL,
+              name: str | None = None, reconcile: ReconcileHook | None = None,
+              compensate: CompensateHook | None = None) -> Tool:
+    try:
+        eff = Effect(effect)
+    except ValueError:
+        raise ToolError(f"tool {func.__name__}: effect {effect!r} is not one of "
+                        f"{', '.join(e.value for e in Effect)}") from None
+    params = inspect.signature(func).parameters
+    return Tool(
+        name=name or func.__name__,
+        func=func,
+        effect=eff,
+        schema=schema_for(func),
+        description=inspect.getdoc(func) or "",
+        wants_ctx="ctx" in params,
+        reconcile=reconcile,
+        compensate=compensate,
+    )
+
+
+def as_tool(obj: Any) -> Tool:
+    """The :class:`Tool` declared on ``obj`` (or an effectful one if undeclared)."""
+    if isinstance(obj, Tool):
+        return obj
+    declared = getattr(obj, _ATTR, None)
+    if isinstance(declared, Tool):
+        return declared
+    if callable(obj):
+        return make_tool(obj)
+    raise ToolError(f"{obj!r} is not a function and cannot be a tool")
+
+
+_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number",
+                               bool: "boolean", list: "array", dict: "object"}
+
+
+def _json_type(annotation: Any) -> dict[str, Any]:
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return {}
+    origin = typing.get_origin(annotation)
+    if origin in (types.UnionType, typing.Union):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _json_type(options[0]) if len(options) == 1 else {}
+    base = origin or annotation
+    if base in _JSON_TYPES:
+        return {"type": _JSON_TYPES[base]}
+    return {}
+
+
+def schema_for(func: Callable[..., Any]) -> dict[str, Any]:
+    """A JSON schema for a function's parameters (``ctx`` excluded)."""
+    hints = typing.get_type_hints(func)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for pname, param in inspect.signature(func).parameters.items():
+        if pname == "ctx" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        properties[pname] = _json_type(hints.get(pname, param.annotation))
+        if param.default is inspect.Parameter.empty:
+            required.append(pname)
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,),
+                                          "number": (int, float), "boolean": (bool,),
+                                          "array": (list,), "object": (dict,)}
+
+
+def check_args(t: Tool, args: Mapping[str, Any]) -> None:
+    """Refuse arguments the schema does not admit, naming the argument."""
+    props = t.schema["properties"]
+    for key in args:
+        if key not in props:
+            raise ToolError(f"tool {t.name} has no argument {key!r}; it takes "
+                            f"{', '.join(props) or 'no arguments'}")
+    for key in t.schema["required"]:
+        if key not in args:
+            raise ToolError(f"tool {t.name} needs argument {key!r}")
+    for key, value in args.items():
+        expected = props[key].get("type")
+        if expected is None:
+            continue
+        ok = isinstance(value, _PY_TYPES[expected])
+        if expected in ("integer", "number") and isinstance(value, bool):
+            ok = False
+        if not ok:
+            raise ToolError(f"tool {t.name}: argument {key!r} must be {expected}, "
+                            f"got {type(value).__name__}")

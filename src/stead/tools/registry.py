@@ -1,0 +1,52 @@
+"""Finding tools by name or by import path ``module:function``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import ToolError
+from .base import Tool, as_tool
+from .builtin import BUILTINS
+
+
+def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
+    """Load one tool: a built-in name, or ``package.module:function``.
+
+    Folders in ``search_path`` (the spec's own folder, typically) are put on
+    ``sys.path`` first, so a spec can name tools in a module beside it.
+    """
+    if ref in BUILTINS:
+        return as_tool(BUILTINS[ref])
+    if ":" not in ref:
+        raise ToolError(f"unknown tool {ref!r}: built-in tools are "
+                        f"{', '.join(sorted(BUILTINS))}; others are named module:function")
+    module_name, _, attr = ref.partition(":")
+    for folder in search_path:
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolError(f"tool {ref!r}: cannot import module {module_name!r} ({exc}); "
+                        "check the name and that it is importable") from exc
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ToolError(f"tool {ref!r}: module {module_name!r} has no {attr!r}") from None
+    return as_tool(obj)
+
+
+def load_tools(refs: Iterable[str], search_path: Iterable[str | Path] = ()) -> dict[str, Tool]:
+    """Load every tool a spec names, keyed by tool name; refuse duplicate names."""
+    tools: dict[str, Tool] = {}
+    paths = list(search_path)
+    for ref in refs:
+        t = load_tool(ref, paths)
+        if t.name in tools:
+            raise ToolError(f"two tools are named {t.name!r}; give one another name with "
+                            "@stead.tool(name=...)")
+        tools[t.name] = t
+    return tools
