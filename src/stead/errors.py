@@ -67,7 +67,11 @@ class LeaseHeld(StoreError):
 
 
 class IntegrityError(SteadError):
-    """Stored data does not match its hash."""
+    """Stored data does not match its hash; ``seq`` names the event, if one."""
+
+    def __init__(self, message: str, *, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
 
 
 class ToolError(SteadError):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from ..canonical import dumps
 from ..clock import Clock
 from ..errors import ModelError, ToolError
 from ..ids import new_id, seeded_rng
-from ..journal import Kind, NewEvent
+from ..journal import Event, Kind, NewEvent
 from ..models.base import Model
 from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State
@@ -99,7 +99,8 @@ class Activation:
 
     def __init__(self, store: Store, record: AgentRecord, workspace: Workspace,
                  model: Model, tools: Mapping[str, Tool], clock: Clock,
-                 owner: str | None = None, lease_ttl: float = LEASE_TTL) -> None:
+                 owner: str | None = None, lease_ttl: float = LEASE_TTL,
+                 on_commit: Callable[[Sequence[Event]], None] | None = None) -> None:
         self.store = store
         self.record = record
         self.workspace = workspace
@@ -115,6 +116,7 @@ class Activation:
         self.dirty = False
         self.rng = seeded_rng(os.urandom(16).hex())
         self._renewed_at = 0.0
+        self.on_commit = on_commit
 
     # -- lease and commits ------------------------------------------------------
 
@@ -147,7 +149,10 @@ class Activation:
             self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
             self._renewed_at = now
         events, self.buffer = self.buffer, []
-        _, self.state = self.store.commit(self.state, events, epoch=self.lease.epoch, at=now)
+        sealed, self.state = self.store.commit(self.state, events, epoch=self.lease.epoch,
+                                               at=now)
+        if self.on_commit is not None:
+            self.on_commit(sealed)
 
     def ctx_for(self, call_id: str) -> ToolContext:
         return ToolContext(agent_id=self.record.agent_id, tenant=self.record.tenant,

@@ -10,13 +10,13 @@ from __future__ import annotations
 import getpass
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..clock import Clock, SystemClock
 from ..errors import ModelError, ResolveError, SteadError
 from ..ids import new_id
-from ..journal import Kind, NewEvent
+from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
 from ..models.registry import model_for
 from ..sandbox.workspace import Workspace
@@ -79,7 +79,8 @@ class Runtime:
         return load_tools(record.spec.get("tools", []), [record.spec.get("base_dir", ".")])
 
     def run(self, agent_id: str, *, model: Model | None = None,
-            tools: Mapping[str, Tool] | None = None, max_steps: int | None = None) -> Outcome:
+            tools: Mapping[str, Tool] | None = None, max_steps: int | None = None,
+            on_commit: Callable[[Sequence[Event]], None] | None = None) -> Outcome:
         """Take the agent's lease, recover, and run it until it stops.
 
         ``max_steps`` bounds the decisions made in this activation (the spec's
@@ -90,7 +91,7 @@ class Runtime:
         act = Activation(self.store, record, self.workspace(agent_id, record.tenant),
                          model or model_for(record.spec),
                          tools if tools is not None else self.tools_for(record),
-                         self.clock, lease_ttl=self.lease_ttl)
+                         self.clock, lease_ttl=self.lease_ttl, on_commit=on_commit)
         act.acquire()
         try:
             if act.state.is_final:

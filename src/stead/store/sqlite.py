@@ -201,7 +201,7 @@ class SqliteStore(Store):
                 except ValueError as exc:
                     raise IntegrityError(
                         f"agent {agent_id}: event {s} is corrupt, its stored data is not "
-                        f"valid JSON ({exc}); run `stead audit verify {agent_id}`") from exc
+                        f"valid JSON ({exc}); run `stead audit verify {agent_id}`", seq=s) from exc
                 yield Event(agent_id, s, kind, at, parsed, prev_hash, h, epoch, data)
             if len(rows) < _PAGE:
                 return

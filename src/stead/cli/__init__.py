@@ -1,0 +1,1 @@
+"""The ``stead`` command line."""

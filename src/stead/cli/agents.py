@@ -1,0 +1,141 @@
+"""Commands that create, run and message agents: run, resume, send, resolve."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from rich.status import Status
+
+from ..journal import Event, Kind
+from ..runtime.activation import Outcome
+from ..runtime.runtime import Runtime
+from ..spec import load_spec
+from ..state import State
+from .common import (
+    describe_stop,
+    emit_json,
+    err,
+    exit_code_for,
+    open_runtime,
+    out,
+    wants_json,
+)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+             common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("run", parents=[common], help="create an agent from a spec and run it")
+    p.add_argument("spec", help="path of the agent spec (YAML)")
+    p.add_argument("--id", dest="agent_id", help="agent id to use (default: a new one)")
+    p.add_argument("--max-steps", type=int, help="stop this run after N decisions")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("resume", parents=[common],
+                       help="recover an agent and run it on from its last committed step")
+    p.add_argument("agent_id")
+    p.add_argument("--max-steps", type=int, help="stop this run after N decisions")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("send", parents=[common], help="deliver a message to an agent")
+    p.add_argument("agent_id")
+    p.add_argument("text")
+    p.add_argument("--no-resume", action="store_true",
+                   help="only deliver the message; do not run the agent")
+    p.set_defaults(func=cmd_send)
+
+    p = sub.add_parser("resolve", parents=[common],
+                       help="decide a call whose outcome is unknown")
+    p.add_argument("agent_id")
+    p.add_argument("call_id")
+    p.add_argument("--as", dest="resolution", required=True, choices=["done", "retry", "abort"],
+                   help="done: it happened; retry: run it again; abort: give it up")
+    p.add_argument("--no-resume", action="store_true",
+                   help="only record the decision; do not run the agent")
+    p.set_defaults(func=cmd_resolve)
+
+
+def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
+    as_json = wants_json(args)
+    max_steps = getattr(args, "max_steps", None)
+    if as_json:
+        outcome = rt.run(agent_id, max_steps=max_steps)
+    else:
+        with Status(f"running {agent_id}", console=err) as status:
+            def progress(events: Sequence[Event]) -> None:
+                for ev in events:
+                    if ev.kind == Kind.DECISION:
+                        status.update(f"running {agent_id}: step {ev.data['step']}")
+            outcome = rt.run(agent_id, max_steps=max_steps, on_commit=progress)
+    return _report(outcome, as_json)
+
+
+def _report(outcome: Outcome, as_json: bool) -> int:
+    state = outcome.state
+    if as_json:
+        emit_json({"agent_id": state.agent_id, "status": state.status,
+                   "reason": state.status_reason, "version": state.version,
+                   "steps_this_run": outcome.steps, "restored_paths": list(outcome.restored),
+                   "unknown_calls": sorted(state.unknown)})
+    else:
+        if outcome.restored:
+            out.print(f"restored the workspace to its last committed manifest: "
+                      f"{', '.join(outcome.restored)}")
+        out.print(f"ran {outcome.steps} step(s)")
+        for line in describe_stop(state):
+            out.print(line)
+    return exit_code_for(state)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    rt = open_runtime(args)
+    try:
+        state = rt.create(spec, args.agent_id)
+        if not wants_json(args):
+            out.print(f"created agent [bold]{state.agent_id}[/] ({spec.name})")
+        return _run(rt, state.agent_id, args)
+    finally:
+        rt.close()
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        return _run(rt, args.agent_id, args)
+    finally:
+        rt.close()
+
+
+def _after_input(rt: Runtime, state: State, args: argparse.Namespace) -> int:
+    if args.no_resume or state.status != "running":
+        if wants_json(args):
+            emit_json({"agent_id": state.agent_id, "status": state.status,
+                       "version": state.version})
+        else:
+            for line in describe_stop(state):
+                out.print(line)
+        return exit_code_for(state)
+    return _run(rt, state.agent_id, args)
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        state = rt.send(args.agent_id, args.text)
+        if not wants_json(args):
+            err.print(f"delivered to {args.agent_id}")
+        return _after_input(rt, state, args)
+    finally:
+        rt.close()
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        state = rt.resolve(args.agent_id, args.call_id, args.resolution)
+        if not wants_json(args):
+            err.print(f"recorded: call {args.call_id} resolved as {args.resolution}")
+        return _after_input(rt, state, args)
+    finally:
+        rt.close()

@@ -1,0 +1,179 @@
+"""Commands that read: ls, show, trace, audit verify."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.table import Table
+
+from ..clock import iso
+from ..errors import IntegrityError
+from ..journal import Event, verify_chain
+from .common import (
+    EXIT_COMPLETED,
+    EXIT_FAILED,
+    emit_json,
+    open_runtime,
+    out,
+    status_style,
+    wants_json,
+)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+             common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("ls", parents=[common], help="list agents")
+    p.add_argument("--tenant", help="only this tenant's agents")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("show", parents=[common], help="show an agent's state")
+    p.add_argument("agent_id")
+    p.add_argument("--at", type=int, metavar="VERSION", help="the state as of this version")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("trace", parents=[common], help="print an agent's journal")
+    p.add_argument("agent_id")
+    p.add_argument("--from", dest="from_seq", type=int, default=1, metavar="SEQ")
+    p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ")
+    p.set_defaults(func=cmd_trace)
+
+    audit = sub.add_parser("audit", help="check an agent's tamper-evident journal")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
+    p = audit_sub.add_parser("verify", parents=[common],
+                             help="walk the hash chain; exit 1 naming the first bad event")
+    p.add_argument("agent_id")
+    p.set_defaults(func=cmd_audit_verify)
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        agents = rt.store.list_agents(args.tenant)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json([{"agent_id": a.agent_id, "tenant": a.tenant, "name": a.name,
+                    "status": a.status, "version": a.version, "updated_at": a.updated_at}
+                   for a in agents])
+        return EXIT_COMPLETED
+    if not agents:
+        out.print("no agents yet; create one with `stead run SPEC`")
+        return EXIT_COMPLETED
+    table = Table("agent", "tenant", "name", "status", "version", "updated")
+    for a in agents:
+        table.add_row(a.agent_id, a.tenant, a.name,
+                      f"[{status_style(a.status)}]{a.status}[/]", str(a.version),
+                      iso(a.updated_at))
+    out.print(table)
+    return EXIT_COMPLETED
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        record = rt.store.get_record(args.agent_id)
+        state = rt.store.state_at(args.agent_id, args.at) if args.at is not None \
+            else rt.store.load_state(args.agent_id)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json(state.to_json())
+        return EXIT_COMPLETED
+    latest = " (latest)" if args.at is None else ""
+    out.print(f"[bold]{state.agent_id}[/] {record.name} · tenant {record.tenant} · "
+              f"version {state.version}{latest}")
+    out.print(f"status: [{status_style(state.status)}]{state.status}[/]"
+              + (f" — {state.status_reason}" if state.status_reason else ""))
+    out.print(f"decisions: {state.decisions} · steps completed: {state.steps_completed} · "
+              f"tool calls: {state.calls_total} · activations: {state.activations}")
+    out.print("goals:")
+    for g in state.goals:
+        out.print(f"  [{g['status']}] {g['id']}: {g['description']}")
+    out.print("memory: " + (json.dumps(state.memory, sort_keys=True) if state.memory
+                            else "(empty)"))
+    if state.pending:
+        out.print(f"calls in flight: {', '.join(sorted(state.pending))}")
+    if state.unknown:
+        out.print(f"calls with unknown outcome: {', '.join(sorted(state.unknown))}")
+    out.print(f"workspace: {len(state.manifest)} files")
+    for path in sorted(state.manifest):
+        out.print(f"  {path}  {state.manifest[path][:12]}")
+    out.print(f"head hash: {state.head_hash}")
+    return EXIT_COMPLETED
+
+
+def _summary(ev: Event) -> str:
+    d = ev.data
+    if ev.kind == "decision":
+        parts = []
+        for a in d["actions"]:
+            parts.append(f"{a['tool']}" if a["type"] == "tool" else a["type"])
+        return f"step {d['step']}: " + ", ".join(parts)
+    if ev.kind in ("tool_intent", "tool_result", "outcome_unknown", "reconciled",
+                   "call_resolved"):
+        extra = ""
+        if ev.kind == "tool_result":
+            extra = " ok" if d.get("ok") else f" error: {d.get('error')}"
+            if d.get("rerun"):
+                extra += " (re-run after a crash)"
+        elif ev.kind == "reconciled":
+            extra = f" → {d.get('verdict')}"
+        elif ev.kind == "call_resolved":
+            extra = f" as {d.get('resolution')} by {d.get('by')}"
+        return f"{d.get('call_id')} {d.get('tool', '')}{extra}"
+    if ev.kind == "workspace_restored":
+        return "rolled back: " + ", ".join(d.get("paths", []))
+    if ev.kind == "status_changed":
+        return f"{d.get('status')}: {d.get('reason', '')}"
+    if ev.kind == "memory_written":
+        return ", ".join(sorted(d.get("values", {})))
+    if ev.kind in ("goal_pushed", "goal_completed"):
+        return str(d.get("id"))
+    if ev.kind in ("finish_claimed",):
+        return str(d.get("summary", ""))
+    if ev.kind in ("input_received", "input_requested"):
+        return str(d.get("text", d.get("prompt", "")))
+    return ""
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        events = rt.store.read_events(args.agent_id, args.from_seq, args.to_seq)
+        if wants_json(args):
+            for ev in events:
+                sys.stdout.write(json.dumps(ev.to_json(), sort_keys=True) + "\n")
+            return EXIT_COMPLETED
+        table = Table("seq", "time", "kind", "detail", box=None)
+        for ev in events:
+            table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, _summary(ev))
+        out.print(table)
+    finally:
+        rt.close()
+    return EXIT_COMPLETED
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        try:
+            report = verify_chain(rt.store.read_events(args.agent_id))
+            bad_seq, reason = report.bad_seq, report.reason
+        except IntegrityError as exc:
+            report, bad_seq, reason = None, exc.seq, str(exc)
+    finally:
+        rt.close()
+    ok = report is not None and report.ok
+    if wants_json(args):
+        emit_json({"agent_id": args.agent_id, "ok": ok,
+                   "events": report.events if report else None,
+                   "head_hash": report.head_hash if report and ok else None,
+                   "bad_event": bad_seq, "reason": reason})
+    elif ok and report is not None:
+        out.print(f"[green]ok[/]: {report.events} events, hash chain intact, head "
+                  f"{report.head_hash}")
+    else:
+        out.print(f"[red]broken[/]: event {bad_seq} does not verify: {reason}")
+    return EXIT_COMPLETED if ok else EXIT_FAILED

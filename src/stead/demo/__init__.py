@@ -1,0 +1,1 @@
+"""The seed scenario: an agent refactoring a small project, killed and resumed."""
