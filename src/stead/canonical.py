@@ -14,8 +14,9 @@ from typing import Any
 
 def dumps(value: Any) -> str:
     """Serialise ``value`` canonically."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def sha256_hex(data: bytes | str) -> str:

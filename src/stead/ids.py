@@ -28,7 +28,7 @@ def _b32(value: int, length: int) -> str:
 def new_id(prefix: str, clock: Clock, rng: random.Random | None = None) -> str:
     """Return ``prefix_`` + a 26-character time-ordered id."""
     millis = int(clock.now() * 1000) & ((1 << 48) - 1)
-    rand = (rng.getrandbits(80) if rng is not None else int.from_bytes(os.urandom(10), "big"))
+    rand = rng.getrandbits(80) if rng is not None else int.from_bytes(os.urandom(10), "big")
     return f"{prefix}_{_b32(millis, 10)}{_b32(rand, 16)}"
 
 

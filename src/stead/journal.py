@@ -95,23 +95,31 @@ class NewEvent:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-def event_hash(agent_id: str, seq: int, kind: str, at: float, data_json: str,
-               prev_hash: str) -> str:
+def event_hash(
+    agent_id: str, seq: int, kind: str, at: float, data_json: str, prev_hash: str
+) -> str:
     """The chain hash of one event, from the canonical JSON of its data."""
     header = dumps({"agent_id": agent_id, "seq": seq, "kind": kind, "at": at})
     return sha256_hex(f"{prev_hash}\n{header}\n{data_json}")
 
 
-def seal(agent_id: str, start_seq: int, prev_hash: str, at: float, epoch: int,
-         new_events: Iterable[NewEvent]) -> list[Event]:
+def seal(
+    agent_id: str,
+    start_seq: int,
+    prev_hash: str,
+    at: float,
+    epoch: int,
+    new_events: Iterable[NewEvent],
+) -> list[Event]:
     """Turn new events into chained events numbered from ``start_seq``."""
     sealed: list[Event] = []
     for offset, ev in enumerate(new_events):
         seq = start_seq + offset
         data_json = dumps(dict(ev.data))
         h = event_hash(agent_id, seq, ev.kind, at, data_json, prev_hash)
-        sealed.append(Event(agent_id, seq, ev.kind, at, dict(ev.data), prev_hash, h, epoch,
-                            data_json))
+        sealed.append(
+            Event(agent_id, seq, ev.kind, at, dict(ev.data), prev_hash, h, epoch, data_json)
+        )
         prev_hash = h
     return sealed
 
@@ -134,18 +142,28 @@ def verify_chain(events: Iterable[Event]) -> ChainReport:
     expected_seq = 1
     for ev in events:
         if ev.seq != expected_seq:
-            return ChainReport(False, count, prev, ev.seq,
-                               f"expected event {expected_seq} but found {ev.seq}: "
-                               "an event is missing or out of order")
+            return ChainReport(
+                False,
+                count,
+                prev,
+                ev.seq,
+                f"expected event {expected_seq} but found {ev.seq}: "
+                "an event is missing or out of order",
+            )
         if ev.prev_hash != prev:
-            return ChainReport(False, count, prev, ev.seq,
-                               "its prev_hash does not match the previous event's hash")
+            return ChainReport(
+                False, count, prev, ev.seq, "its prev_hash does not match the previous event's hash"
+            )
         data_json = ev.data_json if ev.data_json is not None else dumps(dict(ev.data))
         recomputed = event_hash(ev.agent_id, ev.seq, ev.kind, ev.at, data_json, ev.prev_hash)
         if recomputed != ev.hash:
-            return ChainReport(False, count, prev, ev.seq,
-                               "its content does not match its hash (it was changed after "
-                               "it was written)")
+            return ChainReport(
+                False,
+                count,
+                prev,
+                ev.seq,
+                "its content does not match its hash (it was changed after it was written)",
+            )
         prev = ev.hash
         count += 1
         expected_seq += 1

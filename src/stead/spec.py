@@ -21,8 +21,17 @@ from .models.scripted import ScriptedModel
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
 DEFAULT_MAX_STEPS = 1000
-_FIELDS = ("name", "tenant", "instructions", "model", "tools", "autonomy", "goals",
-           "workspace", "limits")
+_FIELDS = (
+    "name",
+    "tenant",
+    "instructions",
+    "model",
+    "tools",
+    "autonomy",
+    "goals",
+    "workspace",
+    "limits",
+)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -76,8 +85,9 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     """Validate spec data (already parsed from YAML); paths are relative to base_dir."""
     base = Path(base_dir).resolve()
     if not isinstance(data, dict):
-        raise SpecError(f"a spec is a YAML mapping with fields {', '.join(_FIELDS)}; "
-                        f"got {type(data).__name__}")
+        raise SpecError(
+            f"a spec is a YAML mapping with fields {', '.join(_FIELDS)}; got {type(data).__name__}"
+        )
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise _fail(unknown[0], f"is not a spec field; allowed fields are {', '.join(_FIELDS)}")
@@ -96,8 +106,9 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
 
     autonomy = _str(data, "autonomy", "act_autonomously")
     if autonomy not in AUTONOMY_LEVELS:
-        raise _fail("autonomy", f"{autonomy!r} is not a level; use one of "
-                    f"{', '.join(AUTONOMY_LEVELS)}")
+        raise _fail(
+            "autonomy", f"{autonomy!r} is not a level; use one of {', '.join(AUTONOMY_LEVELS)}"
+        )
 
     goals = _parse_goals(data.get("goals", []))
 
@@ -117,16 +128,29 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise _fail("limits.max_steps", f"must be a whole number of at least 1, got {max_steps!r}")
 
-    return AgentSpec(name=name, model=model, tenant=tenant, instructions=instructions,
-                     tools=tuple(tools), autonomy=autonomy, goals=goals, workspace=workspace,
-                     max_steps=max_steps, base_dir=str(base), script=script)
+    return AgentSpec(
+        name=name,
+        model=model,
+        tenant=tenant,
+        instructions=instructions,
+        tools=tuple(tools),
+        autonomy=autonomy,
+        goals=goals,
+        workspace=workspace,
+        max_steps=max_steps,
+        base_dir=str(base),
+        script=script,
+    )
 
 
 def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:
     kind, _, ref = model.partition(":")
     if kind != "scripted" or not ref:
-        raise _fail("model", f"{model!r} is not a model this stead knows; use "
-                    "'scripted:PATH' (a YAML list of decisions, relative to the spec)")
+        raise _fail(
+            "model",
+            f"{model!r} is not a model this stead knows; use "
+            "'scripted:PATH' (a YAML list of decisions, relative to the spec)",
+        )
     path = (base / ref).resolve()
     try:
         text = path.read_text(encoding="utf-8")
@@ -153,8 +177,9 @@ def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:
             raise _fail(where, "must be a mapping with 'id' and 'description'")
         extra = set(g) - {"id", "description", "accept"}
         if extra:
-            raise _fail(f"{where}.{sorted(extra)[0]}", "is not a goal field; use id, "
-                        "description, accept")
+            raise _fail(
+                f"{where}.{sorted(extra)[0]}", "is not a goal field; use id, description, accept"
+            )
         gid = g.get("id")
         if not isinstance(gid, str) or not _ID.match(gid):
             raise _fail(f"{where}.id", "must be a short identifier such as 'rename'")

@@ -97,8 +97,7 @@ def apply(state: State, ev: Event) -> State:
         s.manifest = dict(d.get("manifest", {}))
     elif k == Kind.ACTIVATION_STARTED:
         s.activations += 1
-        if s.status in ("created", "running") or (s.status == "needs_attention"
-                                                  and not s.unknown):
+        if s.status in ("created", "running") or (s.status == "needs_attention" and not s.unknown):
             s.status, s.status_reason = "running", ""
     elif k == Kind.DECISION:
         s.decisions += 1
@@ -110,13 +109,25 @@ def apply(state: State, ev: Event) -> State:
             "next": 0,
         }
     elif k == Kind.TOOL_INTENT:
-        s.pending = {**s.pending, d["call_id"]: {key: d[key] for key in
-                     ("tool", "args", "effect", "idempotency_key", "action")}}
+        s.pending = {
+            **s.pending,
+            d["call_id"]: {
+                key: d[key] for key in ("tool", "args", "effect", "idempotency_key", "action")
+            },
+        }
     elif k == Kind.TOOL_RESULT:
         s.pending = {c: v for c, v in s.pending.items() if c != d["call_id"]}
-        _remember_call(s, {"call_id": d["call_id"], "tool": d["tool"], "args": d["args"],
-                           "ok": d["ok"], "output": d.get("output"),
-                           "error": d.get("error")})
+        _remember_call(
+            s,
+            {
+                "call_id": d["call_id"],
+                "tool": d["tool"],
+                "args": d["args"],
+                "ok": d["ok"],
+                "output": d.get("output"),
+                "error": d.get("error"),
+            },
+        )
         _apply_delta(s, d)
         s.inflight = _advance(s.inflight, d)
     elif k == Kind.OUTCOME_UNKNOWN:
@@ -129,10 +140,17 @@ def apply(state: State, ev: Event) -> State:
         s.unknown = {c: v for c, v in s.unknown.items() if c != d["call_id"]}
         if d["resolution"] in ("done", "abort"):
             ok = d["resolution"] == "done"
-            _remember_call(s, {"call_id": d["call_id"], "tool": call.get("tool"),
-                               "args": call.get("args"), "ok": ok,
-                               "output": d.get("output"),
-                               "error": None if ok else f"aborted by {d.get('by', 'a person')}"})
+            _remember_call(
+                s,
+                {
+                    "call_id": d["call_id"],
+                    "tool": call.get("tool"),
+                    "args": call.get("args"),
+                    "ok": ok,
+                    "output": d.get("output"),
+                    "error": None if ok else f"aborted by {d.get('by', 'a person')}",
+                },
+            )
             s.inflight = _advance(s.inflight, d)
         if not s.unknown and s.status == "needs_attention":
             s.status, s.status_reason = "running", ""
@@ -140,8 +158,10 @@ def apply(state: State, ev: Event) -> State:
         s.memory = {**s.memory, **d["values"]}
         s.inflight = _advance(s.inflight, d)
     elif k == Kind.GOAL_PUSHED:
-        s.goals = [*s.goals, {"id": d["id"], "description": d.get("description", ""),
-                              "status": "open"}]
+        s.goals = [
+            *s.goals,
+            {"id": d["id"], "description": d.get("description", ""), "status": "open"},
+        ]
         s.inflight = _advance(s.inflight, d)
     elif k == Kind.GOAL_COMPLETED:
         s.goals = [{**g, "status": "completed"} if g["id"] == d["id"] else g for g in s.goals]

@@ -23,16 +23,20 @@ from .common import (
 )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-             common: argparse.ArgumentParser) -> None:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser("run", parents=[common], help="create an agent from a spec and run it")
     p.add_argument("spec", help="path of the agent spec (YAML)")
     p.add_argument("--id", dest="agent_id", help="agent id to use (default: a new one)")
     p.add_argument("--max-steps", type=int, help="stop this run after N decisions")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("resume", parents=[common],
-                       help="recover an agent and run it on from its last committed step")
+    p = sub.add_parser(
+        "resume",
+        parents=[common],
+        help="recover an agent and run it on from its last committed step",
+    )
     p.add_argument("agent_id")
     p.add_argument("--max-steps", type=int, help="stop this run after N decisions")
     p.set_defaults(func=cmd_resume)
@@ -40,18 +44,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p = sub.add_parser("send", parents=[common], help="deliver a message to an agent")
     p.add_argument("agent_id")
     p.add_argument("text")
-    p.add_argument("--no-resume", action="store_true",
-                   help="only deliver the message; do not run the agent")
+    p.add_argument(
+        "--no-resume", action="store_true", help="only deliver the message; do not run the agent"
+    )
     p.set_defaults(func=cmd_send)
 
-    p = sub.add_parser("resolve", parents=[common],
-                       help="decide a call whose outcome is unknown")
+    p = sub.add_parser("resolve", parents=[common], help="decide a call whose outcome is unknown")
     p.add_argument("agent_id")
     p.add_argument("call_id")
-    p.add_argument("--as", dest="resolution", required=True, choices=["done", "retry", "abort"],
-                   help="done: it happened; retry: run it again; abort: give it up")
-    p.add_argument("--no-resume", action="store_true",
-                   help="only record the decision; do not run the agent")
+    p.add_argument(
+        "--as",
+        dest="resolution",
+        required=True,
+        choices=["done", "retry", "abort"],
+        help="done: it happened; retry: run it again; abort: give it up",
+    )
+    p.add_argument(
+        "--no-resume", action="store_true", help="only record the decision; do not run the agent"
+    )
     p.set_defaults(func=cmd_resolve)
 
 
@@ -62,10 +72,12 @@ def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
         outcome = rt.run(agent_id, max_steps=max_steps)
     else:
         with Status(f"running {agent_id}", console=err) as status:
+
             def progress(events: Sequence[Event]) -> None:
                 for ev in events:
                     if ev.kind == Kind.DECISION:
                         status.update(f"running {agent_id}: step {ev.data['step']}")
+
             outcome = rt.run(agent_id, max_steps=max_steps, on_commit=progress)
     return _report(outcome, as_json)
 
@@ -73,14 +85,23 @@ def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
 def _report(outcome: Outcome, as_json: bool) -> int:
     state = outcome.state
     if as_json:
-        emit_json({"agent_id": state.agent_id, "status": state.status,
-                   "reason": state.status_reason, "version": state.version,
-                   "steps_this_run": outcome.steps, "restored_paths": list(outcome.restored),
-                   "unknown_calls": sorted(state.unknown)})
+        emit_json(
+            {
+                "agent_id": state.agent_id,
+                "status": state.status,
+                "reason": state.status_reason,
+                "version": state.version,
+                "steps_this_run": outcome.steps,
+                "restored_paths": list(outcome.restored),
+                "unknown_calls": sorted(state.unknown),
+            }
+        )
     else:
         if outcome.restored:
-            out.print(f"restored the workspace to its last committed manifest: "
-                      f"{', '.join(outcome.restored)}")
+            out.print(
+                f"restored the workspace to its last committed manifest: "
+                f"{', '.join(outcome.restored)}"
+            )
         out.print(f"ran {outcome.steps} step(s)")
         for line in describe_stop(state):
             out.print(line)
@@ -110,8 +131,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _after_input(rt: Runtime, state: State, args: argparse.Namespace) -> int:
     if args.no_resume or state.status != "running":
         if wants_json(args):
-            emit_json({"agent_id": state.agent_id, "status": state.status,
-                       "version": state.version})
+            emit_json(
+                {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+            )
         else:
             for line in describe_stop(state):
                 out.print(line)

@@ -28,13 +28,24 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 def common_options() -> argparse.ArgumentParser:
     """Options every command accepts, before or after the command name."""
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--store", default=argparse.SUPPRESS, metavar="URL",
-                   help=f"store URL (default: $STEAD_STORE or {DEFAULT_URL})")
-    p.add_argument("--data-dir", default=argparse.SUPPRESS, metavar="DIR",
-                   help="folder for blobs and workspaces (default: beside a SQLite store, "
-                        "or $STEAD_DATA_DIR)")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                   help="print machine-readable JSON instead of text for people")
+    p.add_argument(
+        "--store",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help=f"store URL (default: $STEAD_STORE or {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="folder for blobs and workspaces (default: beside a SQLite store, or $STEAD_DATA_DIR)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print machine-readable JSON instead of text for people",
+    )
     return p
 
 
@@ -48,8 +59,9 @@ def wants_json(args: argparse.Namespace) -> bool:
 
 def open_runtime(args: argparse.Namespace) -> Runtime:
     url = store_url(args)
-    data_dir = getattr(args, "data_dir", None) or os.environ.get("STEAD_DATA_DIR") \
-        or data_dir_for(url)
+    data_dir = (
+        getattr(args, "data_dir", None) or os.environ.get("STEAD_DATA_DIR") or data_dir_for(url)
+    )
     if data_dir is None:
         data_dir = str(Path(".stead").resolve())
     return Runtime(url, data_dir)
@@ -68,20 +80,29 @@ def exit_code_for(state: State) -> int:
 
 
 def status_style(status: str) -> str:
-    return {"completed": "green", "failed": "red", "needs_attention": "yellow",
-            "waiting": "cyan", "running": "blue"}.get(status, "white")
+    return {
+        "completed": "green",
+        "failed": "red",
+        "needs_attention": "yellow",
+        "waiting": "cyan",
+        "running": "blue",
+    }.get(status, "white")
 
 
 def describe_stop(state: State) -> list[str]:
     """Lines telling a person why an agent stopped and what they can do."""
     agent = state.agent_id
-    lines = [f"agent {agent} ({state.name}) is [{status_style(state.status)}]"
-             f"{state.status}[/] at version {state.version}"]
+    lines = [
+        f"agent {agent} ({state.name}) is [{status_style(state.status)}]"
+        f"{state.status}[/] at version {state.version}"
+    ]
     if state.status_reason:
         lines.append(f"  reason: {state.status_reason}")
     for call_id, call in sorted(state.unknown.items()):
-        lines.append(f"  outcome unknown: {call_id} {call.get('tool')}"
-                     f"({json.dumps(call.get('args'), sort_keys=True)})")
+        lines.append(
+            f"  outcome unknown: {call_id} {call.get('tool')}"
+            f"({json.dumps(call.get('args'), sort_keys=True)})"
+        )
         lines.append(f"    decide with: stead resolve {agent} {call_id} --as done|retry|abort")
     if state.status == "waiting" and state.waiting_for == "input":
         lines.append(f'  reply with: stead send {agent} "TEXT"')

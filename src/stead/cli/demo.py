@@ -9,11 +9,15 @@ from ..demo.runner import DemoError, run_demo
 from .common import EXIT_FAILED, err, out
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-             common: argparse.ArgumentParser) -> None:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser("demo", help="kill an agent's worker mid-step, resume it, explain")
-    p.add_argument("--dir", default=".stead-demo", help="folder for the demo's store "
-                   "(emptied first; default .stead-demo)")
+    p.add_argument(
+        "--dir",
+        default=".stead-demo",
+        help="folder for the demo's store (emptied first; default .stead-demo)",
+    )
     p.set_defaults(func=cmd_demo)
 
 

@@ -22,8 +22,9 @@ from .common import (
 )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-             common: argparse.ArgumentParser) -> None:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser("ls", parents=[common], help="list agents")
     p.add_argument("--tenant", help="only this tenant's agents")
     p.set_defaults(func=cmd_ls)
@@ -41,8 +42,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
     audit = sub.add_parser("audit", help="check an agent's tamper-evident journal")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
-    p = audit_sub.add_parser("verify", parents=[common],
-                             help="walk the hash chain; exit 1 naming the first bad event")
+    p = audit_sub.add_parser(
+        "verify", parents=[common], help="walk the hash chain; exit 1 naming the first bad event"
+    )
     p.add_argument("agent_id")
     p.set_defaults(func=cmd_audit_verify)
 
@@ -54,18 +56,33 @@ def cmd_ls(args: argparse.Namespace) -> int:
     finally:
         rt.close()
     if wants_json(args):
-        emit_json([{"agent_id": a.agent_id, "tenant": a.tenant, "name": a.name,
-                    "status": a.status, "version": a.version, "updated_at": a.updated_at}
-                   for a in agents])
+        emit_json(
+            [
+                {
+                    "agent_id": a.agent_id,
+                    "tenant": a.tenant,
+                    "name": a.name,
+                    "status": a.status,
+                    "version": a.version,
+                    "updated_at": a.updated_at,
+                }
+                for a in agents
+            ]
+        )
         return EXIT_COMPLETED
     if not agents:
         out.print("no agents yet; create one with `stead run SPEC`")
         return EXIT_COMPLETED
     table = Table("agent", "tenant", "name", "status", "version", "updated")
     for a in agents:
-        table.add_row(a.agent_id, a.tenant, a.name,
-                      f"[{status_style(a.status)}]{a.status}[/]", str(a.version),
-                      iso(a.updated_at))
+        table.add_row(
+            a.agent_id,
+            a.tenant,
+            a.name,
+            f"[{status_style(a.status)}]{a.status}[/]",
+            str(a.version),
+            iso(a.updated_at),
+        )
     out.print(table)
     return EXIT_COMPLETED
 
@@ -74,25 +91,35 @@ def cmd_show(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
         record = rt.store.get_record(args.agent_id)
-        state = rt.store.state_at(args.agent_id, args.at) if args.at is not None \
+        state = (
+            rt.store.state_at(args.agent_id, args.at)
+            if args.at is not None
             else rt.store.load_state(args.agent_id)
+        )
     finally:
         rt.close()
     if wants_json(args):
         emit_json(state.to_json())
         return EXIT_COMPLETED
     latest = " (latest)" if args.at is None else ""
-    out.print(f"[bold]{state.agent_id}[/] {record.name} · tenant {record.tenant} · "
-              f"version {state.version}{latest}")
-    out.print(f"status: [{status_style(state.status)}]{state.status}[/]"
-              + (f" — {state.status_reason}" if state.status_reason else ""))
-    out.print(f"decisions: {state.decisions} · steps completed: {state.steps_completed} · "
-              f"tool calls: {state.calls_total} · activations: {state.activations}")
+    out.print(
+        f"[bold]{state.agent_id}[/] {record.name} · tenant {record.tenant} · "
+        f"version {state.version}{latest}"
+    )
+    out.print(
+        f"status: [{status_style(state.status)}]{state.status}[/]"
+        + (f" — {state.status_reason}" if state.status_reason else "")
+    )
+    out.print(
+        f"decisions: {state.decisions} · steps completed: {state.steps_completed} · "
+        f"tool calls: {state.calls_total} · activations: {state.activations}"
+    )
     out.print("goals:")
     for g in state.goals:
         out.print(f"  [{g['status']}] {g['id']}: {g['description']}")
-    out.print("memory: " + (json.dumps(state.memory, sort_keys=True) if state.memory
-                            else "(empty)"))
+    out.print(
+        "memory: " + (json.dumps(state.memory, sort_keys=True) if state.memory else "(empty)")
+    )
     if state.pending:
         out.print(f"calls in flight: {', '.join(sorted(state.pending))}")
     if state.unknown:
@@ -111,8 +138,7 @@ def _summary(ev: Event) -> str:
         for a in d["actions"]:
             parts.append(f"{a['tool']}" if a["type"] == "tool" else a["type"])
         return f"step {d['step']}: " + ", ".join(parts)
-    if ev.kind in ("tool_intent", "tool_result", "outcome_unknown", "reconciled",
-                   "call_resolved"):
+    if ev.kind in ("tool_intent", "tool_result", "outcome_unknown", "reconciled", "call_resolved"):
         extra = ""
         if ev.kind == "tool_result":
             extra = " ok" if d.get("ok") else f" error: {d.get('error')}"
@@ -167,13 +193,20 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
         rt.close()
     ok = report is not None and report.ok
     if wants_json(args):
-        emit_json({"agent_id": args.agent_id, "ok": ok,
-                   "events": report.events if report else None,
-                   "head_hash": report.head_hash if report and ok else None,
-                   "bad_event": bad_seq, "reason": reason})
+        emit_json(
+            {
+                "agent_id": args.agent_id,
+                "ok": ok,
+                "events": report.events if report else None,
+                "head_hash": report.head_hash if report and ok else None,
+                "bad_event": bad_seq,
+                "reason": reason,
+            }
+        )
     elif ok and report is not None:
-        out.print(f"[green]ok[/]: {report.events} events, hash chain intact, head "
-                  f"{report.head_hash}")
+        out.print(
+            f"[green]ok[/]: {report.events} events, hash chain intact, head {report.head_hash}"
+        )
     else:
         out.print(f"[red]broken[/]: event {bad_seq} does not verify: {reason}")
     return EXIT_COMPLETED if ok else EXIT_FAILED

@@ -30,10 +30,12 @@ from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 def build_parser() -> argparse.ArgumentParser:
     common = common_options()
     parser = argparse.ArgumentParser(
-        prog="stead", parents=[common],
+        prog="stead",
+        parents=[common],
         description="Run long-lived AI agents that survive crashes, restarts and moves.",
         epilog="Exit codes: 0 completed · 1 failed · 2 bad usage or input · "
-               "3 waiting or needs attention · 4 another worker holds the lease")
+        "3 waiting or needs attention · 4 another worker holds the lease",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     agents.register(sub, common)
     inspect.register(sub, common)
@@ -56,8 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(f"[red]error[/]: {exc}")
         return EXIT_FAILED
     except KeyboardInterrupt:
-        err.print("interrupted; the agent resumes from its last committed step with "
-                  "`stead resume`")
+        err.print("interrupted; the agent resumes from its last committed step with `stead resume`")
         return 130
     return code
 

@@ -51,36 +51,60 @@ def run_demo(folder: Path, console: Console) -> int:
     os.environ[CHANGELOG_ENV] = str(changelog)
 
     console.rule("[bold]stead demo[/]: an agent refactoring a project, killed mid-step")
-    console.print("The agent renames calc_total to compute_total in a small shop project. "
-                  "A worker process runs it; we will kill that process with SIGKILL while "
-                  "a tool is half-way through a step.\n")
+    console.print(
+        "The agent renames calc_total to compute_total in a small shop project. "
+        "A worker process runs it; we will kill that process with SIGKILL while "
+        "a tool is half-way through a step.\n"
+    )
     worker = subprocess.Popen(
-        [sys.executable, "-m", "stead", "run", str(HERE / "spec.yaml"), "--id", agent_id,
-         "--store", url, "--data-dir", str(folder), "--json"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "stead",
+            "run",
+            str(HERE / "spec.yaml"),
+            "--id",
+            agent_id,
+            "--store",
+            url,
+            "--data-dir",
+            str(folder),
+            "--json",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     rt = Runtime(url, folder)
     report = folder / "workspaces" / "default" / agent_id / "shop" / "report.py"
 
     def formatter_is_writing() -> bool:
         if worker.poll() is not None:
-            raise DemoError("the worker exited before the crash point: "
-                            + (worker.stderr.read().decode() if worker.stderr else ""))
+            raise DemoError(
+                "the worker exited before the crash point: "
+                + (worker.stderr.read().decode() if worker.stderr else "")
+            )
         return report.exists() and "compute_total" in report.read_text(encoding="utf-8")
 
     _wait_for(formatter_is_writing, 60, "the worker to reach the formatting step")
     before = rt.store.load_state(agent_id)
     worker.send_signal(signal.SIGKILL)
     worker.wait()
-    console.print(f"[red]killed[/] worker pid {worker.pid} with SIGKILL during step "
-                  f"{before.decisions} (format_code had rewritten shop/report.py but its "
-                  "result was not committed).\n")
+    console.print(
+        f"[red]killed[/] worker pid {worker.pid} with SIGKILL during step "
+        f"{before.decisions} (format_code had rewritten shop/report.py but its "
+        "result was not committed).\n"
+    )
 
     console.print("[bold]What was durable at the moment of the crash[/]")
-    console.print(f"  {before.steps_completed} steps committed, {before.calls_total} tool calls "
-                  f"with results, memory: {before.memory}")
+    console.print(
+        f"  {before.steps_completed} steps committed, {before.calls_total} tool calls "
+        f"with results, memory: {before.memory}"
+    )
     for call_id, call in before.pending.items():
-        console.print(f"  in flight: {call['tool']} {call_id} ({call['effect']}): intent "
-                      "committed, no result")
+        console.print(
+            f"  in flight: {call['tool']} {call_id} ({call['effect']}): intent committed, no result"
+        )
     console.print(f"  changelog entries outside the workspace: {_lines(changelog)}\n")
 
     console.print("[bold]Resuming in a new worker[/] …")
@@ -88,20 +112,27 @@ def run_demo(folder: Path, console: Console) -> int:
     state = outcome.state
     events = list(rt.store.read_events(agent_id))
     if outcome.restored:
-        console.print(f"  workspace rolled back to the last committed manifest: "
-                      f"{', '.join(outcome.restored)}")
+        console.print(
+            f"  workspace rolled back to the last committed manifest: {', '.join(outcome.restored)}"
+        )
     for ev in events:
         if ev.kind == Kind.TOOL_RESULT and ev.data.get("rerun"):
-            console.print(f"  {ev.data['tool']} is idempotent: re-run once with the same "
-                          f"idempotency key ({ev.data['call_id']})")
+            console.print(
+                f"  {ev.data['tool']} is idempotent: re-run once with the same "
+                f"idempotency key ({ev.data['call_id']})"
+            )
     executions = Counter(ev.data["call_id"] for ev in events if ev.kind == Kind.TOOL_INTENT)
     repeated = [c for c, n in executions.items() if n > 1]
-    console.print(f"  effects not repeated: {len(executions)} intents journaled, "
-                  f"{len(repeated)} journaled twice; changelog has {_lines(changelog)} "
-                  "entry (posted before the crash, never again)")
-    console.print(f"  {state.decisions} decisions for {state.steps_completed} steps: step "
-                  f"{before.decisions}'s decision was read back from the journal, the model "
-                  "was not asked again\n")
+    console.print(
+        f"  effects not repeated: {len(executions)} intents journaled, "
+        f"{len(repeated)} journaled twice; changelog has {_lines(changelog)} "
+        "entry (posted before the crash, never again)"
+    )
+    console.print(
+        f"  {state.decisions} decisions for {state.steps_completed} steps: step "
+        f"{before.decisions}'s decision was read back from the journal, the model "
+        "was not asked again\n"
+    )
 
     chain = verify_chain(events)
     console.print("[bold]Final state[/]")
@@ -114,8 +145,7 @@ def run_demo(folder: Path, console: Console) -> int:
         console.print(f"  check: {grep[-1].data['output']['stdout'].strip()}")
     verdict = "[green]verified[/]" if chain.ok else f"[red]BROKEN at event {chain.bad_seq}[/]"
     console.print(f"  audit chain: {verdict}, {chain.events} events, head {chain.head_hash[:16]}…")
-    console.print(f"\nExplore it: stead trace {agent_id} --store {url} "
-                  f"--data-dir {folder}")
+    console.print(f"\nExplore it: stead trace {agent_id} --store {url} --data-dir {folder}")
     rt.close()
     ok = state.status == "completed" and chain.ok and not repeated and _lines(changelog) == 1
     return 0 if ok else 1

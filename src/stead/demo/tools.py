@@ -38,8 +38,7 @@ def _changelog() -> Path:
 
 
 def _already_posted(args: dict[str, object], ctx: ToolContext) -> Reconciled:
-    lines = _changelog().read_text(encoding="utf-8").splitlines() \
-        if _changelog().exists() else []
+    lines = _changelog().read_text(encoding="utf-8").splitlines() if _changelog().exists() else []
     done = any(line.endswith(f"[{ctx.idempotency_key}]") for line in lines)
     return Reconciled("done" if done else "not_done")
 

@@ -59,24 +59,30 @@ class Model(Protocol):
 def parse_action(item: Any, where: str) -> dict[str, Any]:
     """One action from its short YAML form (``{tool: x, args: {...}}`` etc.)."""
     if not isinstance(item, Mapping):
-        raise ScriptError(f"{where}: an action must be a mapping such as "
-                          "{tool: NAME, args: {...}} or {finish: TEXT}, got "
-                          f"{type(item).__name__}")
+        raise ScriptError(
+            f"{where}: an action must be a mapping such as "
+            "{tool: NAME, args: {...}} or {finish: TEXT}, got "
+            f"{type(item).__name__}"
+        )
     if "type" in item:
         item = _short_form(item, where)
     keys = set(item)
     if "tool" in keys:
         extra = keys - {"tool", "args"}
         if extra:
-            raise ScriptError(f"{where}: a tool action takes 'tool' and 'args', not "
-                              f"{', '.join(sorted(map(str, extra)))}")
+            raise ScriptError(
+                f"{where}: a tool action takes 'tool' and 'args', not "
+                f"{', '.join(sorted(map(str, extra)))}"
+            )
         args = item.get("args") or {}
         if not isinstance(item["tool"], str) or not isinstance(args, Mapping):
             raise ScriptError(f"{where}: 'tool' must be a name and 'args' a mapping")
         return {"type": "tool", "tool": item["tool"], "args": dict(args)}
     if len(keys) != 1:
-        raise ScriptError(f"{where}: expected exactly one of {', '.join(ACTION_TYPES)}; "
-                          f"got {', '.join(sorted(map(str, keys))) or 'nothing'}")
+        raise ScriptError(
+            f"{where}: expected exactly one of {', '.join(ACTION_TYPES)}; "
+            f"got {', '.join(sorted(map(str, keys))) or 'nothing'}"
+        )
     (key,) = keys
     value = item[key]
     if key == "remember":
@@ -88,8 +94,11 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
             value = {"id": value}
         if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
             raise ScriptError(f"{where}: 'push_goal' takes an id or {{id, description}}")
-        return {"type": "push_goal", "id": value["id"],
-                "description": str(value.get("description", ""))}
+        return {
+            "type": "push_goal",
+            "id": value["id"],
+            "description": str(value.get("description", "")),
+        }
     if key == "complete_goal":
         if not isinstance(value, str):
             raise ScriptError(f"{where}: 'complete_goal' takes a goal id")
@@ -98,8 +107,10 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
         return {"type": "finish", "summary": "" if value is None else str(value)}
     if key == "wait_for_input":
         return {"type": "wait_for_input", "prompt": "" if value is None else str(value)}
-    raise ScriptError(f"{where}: unknown action {key!r}; actions are "
-                      f"{', '.join(ACTION_TYPES)} (and 'actions' for several)")
+    raise ScriptError(
+        f"{where}: unknown action {key!r}; actions are "
+        f"{', '.join(ACTION_TYPES)} (and 'actions' for several)"
+    )
 
 
 def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -107,14 +118,19 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     kind = item["type"]
     if kind == "tool":
         return {"tool": item.get("tool"), "args": item.get("args") or {}}
-    field = {"remember": "values", "complete_goal": "id", "finish": "summary",
-             "wait_for_input": "prompt"}.get(kind)
+    field = {
+        "remember": "values",
+        "complete_goal": "id",
+        "finish": "summary",
+        "wait_for_input": "prompt",
+    }.get(kind)
     if field is not None:
         return {kind: item.get(field)}
     if kind == "push_goal":
         return {kind: {"id": item.get("id"), "description": item.get("description", "")}}
-    raise ScriptError(f"{where}: unknown action type {kind!r}; action types are "
-                      f"{', '.join(ACTION_TYPES)}")
+    raise ScriptError(
+        f"{where}: unknown action type {kind!r}; action types are {', '.join(ACTION_TYPES)}"
+    )
 
 
 def parse_decision(item: Any, where: str) -> Decision:

@@ -27,10 +27,12 @@ class ScriptedModel:
     @classmethod
     def from_data(cls, data: Any, source: str = "script") -> ScriptedModel:
         if not isinstance(data, list):
-            raise ScriptError(f"{source}: a script is a YAML list of decisions, got "
-                              f"{type(data).__name__}")
-        return cls([parse_decision(item, f"{source}: decision {i + 1}")
-                    for i, item in enumerate(data)])
+            raise ScriptError(
+                f"{source}: a script is a YAML list of decisions, got {type(data).__name__}"
+            )
+        return cls(
+            [parse_decision(item, f"{source}: decision {i + 1}") for i, item in enumerate(data)]
+        )
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "script") -> ScriptedModel:
@@ -51,6 +53,8 @@ class ScriptedModel:
 
     def decide(self, context: RenderedContext) -> Decision:
         if context.step >= len(self.decisions):
-            raise ModelError(f"the script has {len(self.decisions)} decisions and all have "
-                             "been used; add decisions to the script or end it with finish")
+            raise ModelError(
+                f"the script has {len(self.decisions)} decisions and all have "
+                "been used; add decisions to the script or end it with finish"
+            )
         return self.decisions[context.step]

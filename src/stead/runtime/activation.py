@@ -97,10 +97,18 @@ def jsonable(value: Any) -> Any:
 class Activation:
     """Runs one agent under its lease until it stops, finishes or fails."""
 
-    def __init__(self, store: Store, record: AgentRecord, workspace: Workspace,
-                 model: Model, tools: Mapping[str, Tool], clock: Clock,
-                 owner: str | None = None, lease_ttl: float = LEASE_TTL,
-                 on_commit: Callable[[Sequence[Event]], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        record: AgentRecord,
+        workspace: Workspace,
+        model: Model,
+        tools: Mapping[str, Tool],
+        clock: Clock,
+        owner: str | None = None,
+        lease_ttl: float = LEASE_TTL,
+        on_commit: Callable[[Sequence[Event]], None] | None = None,
+    ) -> None:
         self.store = store
         self.record = record
         self.workspace = workspace
@@ -126,8 +134,9 @@ class Activation:
         takeover = None
         if current is not None and current.live(now) and holder_is_dead_here(current.owner):
             takeover = current.owner
-        self.lease = self.store.acquire_lease(self.record.agent_id, self.owner, self.lease_ttl,
-                                              now, takeover=takeover)
+        self.lease = self.store.acquire_lease(
+            self.record.agent_id, self.owner, self.lease_ttl, now, takeover=takeover
+        )
         self._renewed_at = now
         self.state = self.store.load_state(self.record.agent_id)
         self.manifest = dict(self.state.manifest)
@@ -149,16 +158,18 @@ class Activation:
             self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
             self._renewed_at = now
         events, self.buffer = self.buffer, []
-        sealed, self.state = self.store.commit(self.state, events, epoch=self.lease.epoch,
-                                               at=now)
+        sealed, self.state = self.store.commit(self.state, events, epoch=self.lease.epoch, at=now)
         if self.on_commit is not None:
             self.on_commit(sealed)
 
     def ctx_for(self, call_id: str) -> ToolContext:
-        return ToolContext(agent_id=self.record.agent_id, tenant=self.record.tenant,
-                           call_id=call_id,
-                           idempotency_key=f"{self.record.agent_id}/{call_id}",
-                           workspace=self.workspace.root)
+        return ToolContext(
+            agent_id=self.record.agent_id,
+            tenant=self.record.tenant,
+            call_id=call_id,
+            idempotency_key=f"{self.record.agent_id}/{call_id}",
+            workspace=self.workspace.root,
+        )
 
     def scan_delta(self) -> dict[str, Any]:
         """Scan the workspace; return the delta since the last committed manifest."""
@@ -179,9 +190,11 @@ class Activation:
                 if max_steps is not None and made >= max_steps:
                     break
                 if self.state.steps_completed >= limit:
-                    self.emit(Kind.STATUS_CHANGED, status="failed",
-                              reason=f"reached the spec's limit of {limit} steps without "
-                                     "finishing")
+                    self.emit(
+                        Kind.STATUS_CHANGED,
+                        status="failed",
+                        reason=f"reached the spec's limit of {limit} steps without finishing",
+                    )
                     self.flush()
                     break
                 if not self.decide():
@@ -196,8 +209,11 @@ class Activation:
         try:
             decision = self.model.decide(context)
         except ModelError as exc:
-            self.emit(Kind.STATUS_CHANGED, status="needs_attention",
-                      reason=f"model {self.model.name} gave no decision: {exc}")
+            self.emit(
+                Kind.STATUS_CHANGED,
+                status="needs_attention",
+                reason=f"model {self.model.name} gave no decision: {exc}",
+            )
             self.flush()
             return False
         actions = []
@@ -205,8 +221,13 @@ class Activation:
             if action["type"] == "tool":
                 action = {**action, "call_id": new_id("call", self.clock, self.rng)}
             actions.append(action)
-        self.emit(Kind.DECISION, step=self.state.decisions + 1, context_hash=context.hash,
-                  model=self.model.name, actions=actions)
+        self.emit(
+            Kind.DECISION,
+            step=self.state.decisions + 1,
+            context_hash=context.hash,
+            model=self.model.name,
+            actions=actions,
+        )
         self.flush()
         return True
 
@@ -222,8 +243,12 @@ class Activation:
             elif kind == "remember":
                 self.emit(Kind.MEMORY_WRITTEN, action=index, values=action["values"])
             elif kind == "push_goal":
-                self.emit(Kind.GOAL_PUSHED, action=index, id=action["id"],
-                          description=action.get("description", ""))
+                self.emit(
+                    Kind.GOAL_PUSHED,
+                    action=index,
+                    id=action["id"],
+                    description=action.get("description", ""),
+                )
             elif kind == "complete_goal":
                 known = any(g["id"] == action["id"] for g in self.state.goals)
                 self.emit(Kind.GOAL_COMPLETED, action=index, id=action["id"], known=known)
@@ -241,13 +266,27 @@ class Activation:
         rerun = call_id in self.state.pending
         t = self.tools.get(name)
         if t is None:
-            self.emit(Kind.TOOL_RESULT, action=index, call_id=call_id, tool=name, args=args,
-                      ok=False, error=f"unknown tool {name!r}; available tools: "
-                                      f"{', '.join(sorted(self.tools)) or 'none'}")
+            self.emit(
+                Kind.TOOL_RESULT,
+                action=index,
+                call_id=call_id,
+                tool=name,
+                args=args,
+                ok=False,
+                error=f"unknown tool {name!r}; available tools: "
+                f"{', '.join(sorted(self.tools)) or 'none'}",
+            )
             return
         if t.effect is not Effect.READ_ONLY and not rerun:
-            self.emit(Kind.TOOL_INTENT, action=index, call_id=call_id, tool=name, args=args,
-                      effect=t.effect.value, idempotency_key=self.ctx_for(call_id).idempotency_key)
+            self.emit(
+                Kind.TOOL_INTENT,
+                action=index,
+                call_id=call_id,
+                tool=name,
+                args=args,
+                effect=t.effect.value,
+                idempotency_key=self.ctx_for(call_id).idempotency_key,
+            )
             self.flush()
         self.dirty = True
         try:
@@ -256,8 +295,16 @@ class Activation:
         except Exception as exc:  # a tool's failure is the model's to see, not a crash
             result = {"ok": False, "error": _describe(exc)}
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
-        self.emit(Kind.TOOL_RESULT, action=index, call_id=call_id, tool=name, args=args,
-                  rerun=rerun, **result, **delta)
+        self.emit(
+            Kind.TOOL_RESULT,
+            action=index,
+            call_id=call_id,
+            tool=name,
+            args=args,
+            rerun=rerun,
+            **result,
+            **delta,
+        )
 
 
 def _describe(exc: BaseException) -> str:

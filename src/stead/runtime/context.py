@@ -34,8 +34,11 @@ def render(state: State, spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> 
     lines += ["", "## Goals"]
     lines += [f"- [{g['status']}] {g['id']}: {g['description']}" for g in state.goals] or ["(none)"]
     lines += ["", "## Memory"]
-    lines.append(json.dumps(state.memory, sort_keys=True, indent=2, ensure_ascii=False)
-                 if state.memory else "(empty)")
+    lines.append(
+        json.dumps(state.memory, sort_keys=True, indent=2, ensure_ascii=False)
+        if state.memory
+        else "(empty)"
+    )
     lines += ["", f"## Recent tool calls ({len(state.recent_calls)} of {state.calls_total})"]
     for c in state.recent_calls:
         outcome = f"ok: {_short(c.get('output'))}" if c["ok"] else f"error: {c.get('error')}"
@@ -45,10 +48,24 @@ def render(state: State, spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> 
     lines += ["", "## Messages"]
     lines += [f"- {m}" for m in state.inbox] or ["(none)"]
     lines += ["", "## Workspace", f"{len(state.manifest)} files"]
-    lines += ["", "## Step", f"{state.decisions + 1} of at most "
-              f"{spec.get('limits', {}).get('max_steps', '?')}"]
+    lines += [
+        "",
+        "## Step",
+        f"{state.decisions + 1} of at most {spec.get('limits', {}).get('max_steps', '?')}",
+    ]
     text = "\n".join(lines) + "\n"
-    schemas = [{"name": t.name, "effect": t.effect.value, "description": t.description,
-                "parameters": dict(t.schema)} for t in sorted(tools.values(), key=lambda t: t.name)]
-    return RenderedContext(text=text, hash=digest({"text": text, "tools": schemas}),
-                           step=state.decisions, tools=schemas)
+    schemas = [
+        {
+            "name": t.name,
+            "effect": t.effect.value,
+            "description": t.description,
+            "parameters": dict(t.schema),
+        }
+        for t in sorted(tools.values(), key=lambda t: t.name)
+    ]
+    return RenderedContext(
+        text=text,
+        hash=digest({"text": text, "tools": schemas}),
+        step=state.decisions,
+        tools=schemas,
+    )

@@ -24,22 +24,31 @@ def recover(act: Activation, activation_id: str) -> tuple[str, ...]:
     delta = act.workspace.restore(state.manifest)
     act.manifest = dict(state.manifest)
     if delta:
-        act.emit(Kind.WORKSPACE_RESTORED, paths=delta.paths(),
-                 reverted=sorted(delta.changed), recreated=delta.removed,
-                 reason="the workspace differed from the last committed manifest")
+        act.emit(
+            Kind.WORKSPACE_RESTORED,
+            paths=delta.paths(),
+            reverted=sorted(delta.changed),
+            recreated=delta.removed,
+            reason="the workspace differed from the last committed manifest",
+        )
     assert act.lease is not None
-    act.emit(Kind.ACTIVATION_STARTED, worker=act.owner, epoch=act.lease.epoch,
-             activation=activation_id)
+    act.emit(
+        Kind.ACTIVATION_STARTED, worker=act.owner, epoch=act.lease.epoch, activation=activation_id
+    )
     for call_id, call in sorted(state.pending.items(), key=lambda kv: kv[1]["action"]):
         if call["effect"] == "idempotent":
             continue  # runs again, with the same idempotency key, as the step resumes
         tool = act.tools.get(call["tool"])
         if tool is None or tool.reconcile is None:
-            act.emit(Kind.OUTCOME_UNKNOWN, call_id=call_id, tool=call["tool"],
-                     reason=f"call {call_id} to effectful tool {call['tool']} was interrupted "
-                            "after its intent was recorded and before its result was, and "
-                            "the tool has no reconcile hook; decide with `stead resolve "
-                            f"{act.record.agent_id} {call_id} --as done|retry|abort`")
+            act.emit(
+                Kind.OUTCOME_UNKNOWN,
+                call_id=call_id,
+                tool=call["tool"],
+                reason=f"call {call_id} to effectful tool {call['tool']} was interrupted "
+                "after its intent was recorded and before its result was, and "
+                "the tool has no reconcile hook; decide with `stead resolve "
+                f"{act.record.agent_id} {call_id} --as done|retry|abort`",
+            )
             continue
         try:
             answer = tool.ask_reconcile(call["args"], act.ctx_for(call_id))
@@ -48,14 +57,25 @@ def recover(act: Activation, activation_id: str) -> tuple[str, ...]:
             verdict, result = "unknown", f"reconcile hook failed: {exc}"
         act.emit(Kind.RECONCILED, call_id=call_id, tool=call["tool"], verdict=verdict)
         if verdict == "done":
-            act.emit(Kind.TOOL_RESULT, action=call["action"], call_id=call_id,
-                     tool=call["tool"], args=call["args"], ok=True, reconciled=True,
-                     output=jsonable(result) if result is not None else {"reconciled": "done"})
+            act.emit(
+                Kind.TOOL_RESULT,
+                action=call["action"],
+                call_id=call_id,
+                tool=call["tool"],
+                args=call["args"],
+                ok=True,
+                reconciled=True,
+                output=jsonable(result) if result is not None else {"reconciled": "done"},
+            )
         elif verdict == "unknown":
-            act.emit(Kind.OUTCOME_UNKNOWN, call_id=call_id, tool=call["tool"],
-                     reason=f"the reconcile hook of {call['tool']} could not tell whether "
-                            f"call {call_id} happened; decide with `stead resolve "
-                            f"{act.record.agent_id} {call_id} --as done|retry|abort`")
+            act.emit(
+                Kind.OUTCOME_UNKNOWN,
+                call_id=call_id,
+                tool=call["tool"],
+                reason=f"the reconcile hook of {call['tool']} could not tell whether "
+                f"call {call_id} happened; decide with `stead resolve "
+                f"{act.record.agent_id} {call_id} --as done|retry|abort`",
+            )
         # "not_done": the intent stays pending and the call runs again as the step resumes
     act.flush()
     return tuple(delta.paths())

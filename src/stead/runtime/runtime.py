@@ -36,8 +36,13 @@ RESOLUTIONS = ("done", "retry", "abort")
 class Runtime:
     """Agents in one store, with their blobs and workspaces under ``data_dir``."""
 
-    def __init__(self, store: Store | str, data_dir: str | Path | None = None,
-                 clock: Clock | None = None, lease_ttl: float = LEASE_TTL) -> None:
+    def __init__(
+        self,
+        store: Store | str,
+        data_dir: str | Path | None = None,
+        clock: Clock | None = None,
+        lease_ttl: float = LEASE_TTL,
+    ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="stead-")
@@ -57,8 +62,7 @@ class Runtime:
     def create(self, spec: AgentSpec, agent_id: str | None = None) -> State:
         """Create an agent from a validated spec; seed its workspace; journal it."""
         agent_id = agent_id or new_id("ag", self.clock)
-        record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(),
-                             self.clock.now())
+        record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(), self.clock.now())
         ws = self.workspace(agent_id, spec.tenant)
         if ws.root.exists() and any(ws.root.iterdir()):
             raise SteadError(f"workspace {ws.root} already has files; pick another agent id")
@@ -66,11 +70,19 @@ class Runtime:
         if spec.workspace:
             ws.seed_from(spec.workspace)
         manifest = ws.scan()
-        created = NewEvent(Kind.AGENT_CREATED, {
-            "name": spec.name, "tenant": spec.tenant, "goals": list(spec.goals),
-            "autonomy": spec.autonomy, "tools": list(spec.tools), "model": spec.model,
-            "manifest": manifest, "seeded_from": spec.workspace,
-        })
+        created = NewEvent(
+            Kind.AGENT_CREATED,
+            {
+                "name": spec.name,
+                "tenant": spec.tenant,
+                "goals": list(spec.goals),
+                "autonomy": spec.autonomy,
+                "tools": list(spec.tools),
+                "model": spec.model,
+                "manifest": manifest,
+                "seeded_from": spec.workspace,
+            },
+        )
         return self.store.create_agent(record, [created], self.clock.now())
 
     # -- running --------------------------------------------------------------
@@ -78,9 +90,15 @@ class Runtime:
     def tools_for(self, record: AgentRecord) -> dict[str, Tool]:
         return load_tools(record.spec.get("tools", []), [record.spec.get("base_dir", ".")])
 
-    def run(self, agent_id: str, *, model: Model | None = None,
-            tools: Mapping[str, Tool] | None = None, max_steps: int | None = None,
-            on_commit: Callable[[Sequence[Event]], None] | None = None) -> Outcome:
+    def run(
+        self,
+        agent_id: str,
+        *,
+        model: Model | None = None,
+        tools: Mapping[str, Tool] | None = None,
+        max_steps: int | None = None,
+        on_commit: Callable[[Sequence[Event]], None] | None = None,
+    ) -> Outcome:
         """Take the agent's lease, recover, and run it until it stops.
 
         ``max_steps`` bounds the decisions made in this activation (the spec's
@@ -88,10 +106,16 @@ class Runtime:
         :class:`~stead.errors.LeaseHeld` if another live worker runs it.
         """
         record = self.store.get_record(agent_id)
-        act = Activation(self.store, record, self.workspace(agent_id, record.tenant),
-                         model or model_for(record.spec),
-                         tools if tools is not None else self.tools_for(record),
-                         self.clock, lease_ttl=self.lease_ttl, on_commit=on_commit)
+        act = Activation(
+            self.store,
+            record,
+            self.workspace(agent_id, record.tenant),
+            model or model_for(record.spec),
+            tools if tools is not None else self.tools_for(record),
+            self.clock,
+            lease_ttl=self.lease_ttl,
+            on_commit=on_commit,
+        )
         act.acquire()
         try:
             if act.state.is_final:
@@ -111,8 +135,15 @@ class Runtime:
         never interleave with a running step.
         """
         record = self.store.get_record(agent_id)
-        act = Activation(self.store, record, self.workspace(agent_id, record.tenant),
-                         _NoModel(), {}, self.clock, lease_ttl=self.lease_ttl)
+        act = Activation(
+            self.store,
+            record,
+            self.workspace(agent_id, record.tenant),
+            _NoModel(),
+            {},
+            self.clock,
+            lease_ttl=self.lease_ttl,
+        )
         act.acquire()
         try:
             act.buffer.extend(build(act.state))
@@ -126,8 +157,7 @@ class Runtime:
 
         def build(state: State) -> list[NewEvent]:
             if state.is_final:
-                raise SteadError(f"agent {agent_id} is {state.status}; it takes no more "
-                                 "messages")
+                raise SteadError(f"agent {agent_id} is {state.status}; it takes no more messages")
             return [NewEvent(Kind.INPUT_RECEIVED, {"text": text, "by": _person()})]
 
         return self._append(agent_id, build)
@@ -140,17 +170,26 @@ class Runtime:
         failed.
         """
         if resolution not in RESOLUTIONS:
-            raise ResolveError(f"--as must be one of {', '.join(RESOLUTIONS)}, not "
-                               f"{resolution!r}")
+            raise ResolveError(f"--as must be one of {', '.join(RESOLUTIONS)}, not {resolution!r}")
 
         def build(state: State) -> list[NewEvent]:
             if call_id not in state.unknown:
                 waiting = ", ".join(sorted(state.unknown)) or "none"
-                raise ResolveError(f"call {call_id} of agent {agent_id} is not awaiting a "
-                                   f"decision; calls whose outcome is unknown: {waiting}")
-            return [NewEvent(Kind.CALL_RESOLVED, {
-                "call_id": call_id, "resolution": resolution, "by": _person(),
-                "action": state.unknown[call_id].get("action")})]
+                raise ResolveError(
+                    f"call {call_id} of agent {agent_id} is not awaiting a "
+                    f"decision; calls whose outcome is unknown: {waiting}"
+                )
+            return [
+                NewEvent(
+                    Kind.CALL_RESOLVED,
+                    {
+                        "call_id": call_id,
+                        "resolution": resolution,
+                        "by": _person(),
+                        "action": state.unknown[call_id].get("action"),
+                    },
+                )
+            ]
 
         return self._append(agent_id, build)
 

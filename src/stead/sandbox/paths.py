@@ -18,6 +18,5 @@ def resolve_inside(root: Path, rel: str) -> Path:
     base = root.resolve()
     target = (base / rel).resolve()
     if target != base and base not in target.parents:
-        raise PathEscape(f"path {rel!r} leads outside the agent's workspace; use a path "
-                         "inside it")
+        raise PathEscape(f"path {rel!r} leads outside the agent's workspace; use a path inside it")
     return target

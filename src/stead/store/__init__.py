@@ -24,14 +24,16 @@ def open_store(url: str) -> Store:
     if url.startswith("sqlite:///"):
         from .sqlite import SqliteStore
 
-        path = url[len("sqlite:///"):]
+        path = url[len("sqlite:///") :]
         if not path:
             raise StoreError("the SQLite URL names no file; use sqlite:///PATH/TO/stead.db")
         return SqliteStore(path)
     if url.startswith(("postgresql://", "postgres://")):
         raise StoreError("the PostgreSQL backend is not built yet; use a sqlite:/// URL")
-    raise StoreError(f"unknown store URL {url!r}; use sqlite:///PATH (the default is "
-                     f"{DEFAULT_URL}) or memory: for a throwaway store")
+    raise StoreError(
+        f"unknown store URL {url!r}; use sqlite:///PATH (the default is "
+        f"{DEFAULT_URL}) or memory: for a throwaway store"
+    )
 
 
 def data_dir_for(url: str) -> str | None:
@@ -39,5 +41,5 @@ def data_dir_for(url: str) -> str | None:
     if url.startswith("sqlite:///"):
         from pathlib import Path
 
-        return str(Path(url[len("sqlite:///"):]).parent)
+        return str(Path(url[len("sqlite:///") :]).parent)
     return None

@@ -76,9 +76,11 @@ class AgentSummary:
 
 def lease_held_message(lease: Lease, now: float) -> str:
     """The one wording of "someone else is running this agent"."""
-    return (f"agent {lease.agent_id} is being run by worker {lease.owner} (lease epoch "
-            f"{lease.epoch}, {lease.expires_at - now:.0f}s left); wait for it to finish "
-            "or for its lease to expire")
+    return (
+        f"agent {lease.agent_id} is being run by worker {lease.owner} (lease epoch "
+        f"{lease.epoch}, {lease.expires_at - now:.0f}s left); wait for it to finish "
+        "or for its lease to expire"
+    )
 
 
 class Store(abc.ABC):
@@ -89,8 +91,7 @@ class Store(abc.ABC):
 
     # -- agents ---------------------------------------------------------------
 
-    def create_agent(self, record: AgentRecord, events: Sequence[NewEvent],
-                     at: float) -> State:
+    def create_agent(self, record: AgentRecord, events: Sequence[NewEvent], at: float) -> State:
         """Create an agent and append its first events (outside any lease)."""
         sealed = seal(record.agent_id, 1, State().head_hash, at, 0, events)
         state = fold(sealed)
@@ -98,8 +99,9 @@ class Store(abc.ABC):
         return state
 
     @abc.abstractmethod
-    def _create(self, record: AgentRecord, events: Sequence[Event], state: State,
-                at: float) -> None:
+    def _create(
+        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+    ) -> None:
         """Insert the record, its first events and state; fail if the id exists."""
 
     @abc.abstractmethod
@@ -116,8 +118,9 @@ class Store(abc.ABC):
 
     # -- the journal ----------------------------------------------------------
 
-    def commit(self, state: State, events: Sequence[NewEvent], *, epoch: int,
-               at: float) -> tuple[list[Event], State]:
+    def commit(
+        self, state: State, events: Sequence[NewEvent], *, epoch: int, at: float
+    ) -> tuple[list[Event], State]:
         """Append ``events`` to the agent whose current state is ``state``.
 
         Returns the sealed events and the new state. Raises
@@ -130,26 +133,38 @@ class Store(abc.ABC):
         new_state = state
         for ev in sealed:
             new_state = apply(new_state, ev)
-        self._write(state.agent_id, sealed, new_state, expected_version=state.version,
-                    epoch=epoch, at=at)
+        self._write(
+            state.agent_id, sealed, new_state, expected_version=state.version, epoch=epoch, at=at
+        )
         return sealed, new_state
 
     @abc.abstractmethod
-    def _write(self, agent_id: str, events: Sequence[Event], state: State, *,
-               expected_version: int, epoch: int, at: float) -> None:
+    def _write(
+        self,
+        agent_id: str,
+        events: Sequence[Event],
+        state: State,
+        *,
+        expected_version: int,
+        epoch: int,
+        at: float,
+    ) -> None:
         """Atomically check epoch and version, insert events, replace the state."""
 
     @abc.abstractmethod
-    def read_events(self, agent_id: str, from_seq: int = 1,
-                    to_seq: int | None = None) -> Iterator[Event]:
+    def read_events(
+        self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[Event]:
         """Events with ``from_seq <= seq <= to_seq`` in order, as stored."""
 
     def state_at(self, agent_id: str, version: int) -> State:
         """The agent's state as it was right after event ``version``."""
         latest = self.load_state(agent_id)
         if version < 1 or version > latest.version:
-            raise NotFound(f"agent {agent_id} has versions 1 to {latest.version}; "
-                           f"there is no version {version}")
+            raise NotFound(
+                f"agent {agent_id} has versions 1 to {latest.version}; "
+                f"there is no version {version}"
+            )
         if version == latest.version:
             return latest
         return fold(self.read_events(agent_id, 1, version))
@@ -157,8 +172,9 @@ class Store(abc.ABC):
     # -- leases ---------------------------------------------------------------
 
     @abc.abstractmethod
-    def acquire_lease(self, agent_id: str, owner: str, ttl: float, now: float, *,
-                      takeover: str | None = None) -> Lease:
+    def acquire_lease(
+        self, agent_id: str, owner: str, ttl: float, now: float, *, takeover: str | None = None
+    ) -> Lease:
         """Take the agent's lease if it is free, expired, or held by ``takeover``.
 
         Every acquisition raises the epoch. Raises :class:`~stead.errors.LeaseHeld`

@@ -54,9 +54,13 @@ class BlobStore:
         try:
             data = self._path(digest).read_bytes()
         except FileNotFoundError:
-            raise NotFound(f"blob {digest} is not in the blob store at {self.root}; "
-                           "the store and the blob folder do not belong together") from None
+            raise NotFound(
+                f"blob {digest} is not in the blob store at {self.root}; "
+                "the store and the blob folder do not belong together"
+            ) from None
         if hashlib.sha256(data).hexdigest() != digest:
-            raise IntegrityError(f"blob {digest} at {self._path(digest)} is damaged: its "
-                                 "content no longer matches its hash")
+            raise IntegrityError(
+                f"blob {digest} at {self._path(digest)} is damaged: its "
+                "content no longer matches its hash"
+            )
         return data

@@ -34,15 +34,18 @@ class MemoryStore(Store):
         self._events: dict[str, list[Event]] = {}
         self._leases: dict[str, Lease] = {}
 
-    def _create(self, record: AgentRecord, events: Sequence[Event], state: State,
-                at: float) -> None:
+    def _create(
+        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+    ) -> None:
         with self._lock:
             if record.agent_id in self._records:
-                raise StoreError(f"an agent with id {record.agent_id} already exists; "
-                                 "choose another id or omit --id")
+                raise StoreError(
+                    f"an agent with id {record.agent_id} already exists; "
+                    "choose another id or omit --id"
+                )
             self._records[record.agent_id] = AgentRecord(
-                record.agent_id, record.tenant, record.name, _copy(record.spec),
-                record.created_at)
+                record.agent_id, record.tenant, record.name, _copy(record.spec), record.created_at
+            )
             self._events[record.agent_id] = [self._stored(e) for e in events]
             self._states[record.agent_id] = dumps(state.to_json())
             self._updated[record.agent_id] = at
@@ -50,8 +53,9 @@ class MemoryStore(Store):
     @staticmethod
     def _stored(ev: Event) -> Event:
         text = dumps(dict(ev.data))
-        return Event(ev.agent_id, ev.seq, ev.kind, ev.at, loads(text), ev.prev_hash, ev.hash,
-                     ev.epoch, text)
+        return Event(
+            ev.agent_id, ev.seq, ev.kind, ev.at, loads(text), ev.prev_hash, ev.hash, ev.epoch, text
+        )
 
     def get_record(self, agent_id: str) -> AgentRecord:
         with self._lock:
@@ -74,32 +78,53 @@ class MemoryStore(Store):
                 if tenant is not None and rec.tenant != tenant:
                     continue
                 st = loads(self._states[agent_id])
-                out.append(AgentSummary(agent_id, rec.tenant, rec.name, st["status"],
-                                        st["version"], self._updated[agent_id]))
+                out.append(
+                    AgentSummary(
+                        agent_id,
+                        rec.tenant,
+                        rec.name,
+                        st["status"],
+                        st["version"],
+                        self._updated[agent_id],
+                    )
+                )
             return sorted(out, key=lambda a: a.agent_id)
 
-    def _write(self, agent_id: str, events: Sequence[Event], state: State, *,
-               expected_version: int, epoch: int, at: float) -> None:
+    def _write(
+        self,
+        agent_id: str,
+        events: Sequence[Event],
+        state: State,
+        *,
+        expected_version: int,
+        epoch: int,
+        at: float,
+    ) -> None:
         with self._lock:
             if agent_id not in self._records:
                 raise NotFound(f"no agent with id {agent_id}")
             lease = self._leases.get(agent_id)
             current_epoch = lease.epoch if lease else 0
             if epoch != current_epoch:
-                raise StaleEpoch(f"agent {agent_id}: write under lease epoch {epoch} refused, "
-                                 f"the current epoch is {current_epoch}; another worker has "
-                                 "taken over this agent")
+                raise StaleEpoch(
+                    f"agent {agent_id}: write under lease epoch {epoch} refused, "
+                    f"the current epoch is {current_epoch}; another worker has "
+                    "taken over this agent"
+                )
             stored_version = len(self._events[agent_id])
             if stored_version != expected_version:
-                raise VersionConflict(f"agent {agent_id}: write based on version "
-                                      f"{expected_version} refused, the agent is at "
-                                      f"version {stored_version}; reload and retry")
+                raise VersionConflict(
+                    f"agent {agent_id}: write based on version "
+                    f"{expected_version} refused, the agent is at "
+                    f"version {stored_version}; reload and retry"
+                )
             self._events[agent_id].extend(self._stored(e) for e in events)
             self._states[agent_id] = dumps(state.to_json())
             self._updated[agent_id] = at
 
-    def read_events(self, agent_id: str, from_seq: int = 1,
-                    to_seq: int | None = None) -> Iterator[Event]:
+    def read_events(
+        self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[Event]:
         with self._lock:
             if agent_id not in self._events:
                 raise NotFound(f"no agent with id {agent_id}")
@@ -107,8 +132,9 @@ class MemoryStore(Store):
         end = len(events) if to_seq is None else min(to_seq, len(events))
         yield from events[max(from_seq, 1) - 1 : end]
 
-    def acquire_lease(self, agent_id: str, owner: str, ttl: float, now: float, *,
-                      takeover: str | None = None) -> Lease:
+    def acquire_lease(
+        self, agent_id: str, owner: str, ttl: float, now: float, *, takeover: str | None = None
+    ) -> Lease:
         with self._lock:
             if agent_id not in self._records:
                 raise NotFound(f"no agent with id {agent_id}")
@@ -123,8 +149,10 @@ class MemoryStore(Store):
         with self._lock:
             cur = self._leases.get(lease.agent_id)
             if cur is None or cur.epoch != lease.epoch:
-                raise StaleEpoch(f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
-                                 "taken over by another worker")
+                raise StaleEpoch(
+                    f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
+                    "taken over by another worker"
+                )
             renewed = Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
             self._leases[lease.agent_id] = renewed
             return renewed
@@ -138,4 +166,3 @@ class MemoryStore(Store):
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._lock:
             return self._leases.get(agent_id)
-

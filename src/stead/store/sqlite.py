@@ -55,9 +55,12 @@ class SqliteStore(Store):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
-            self._db = sqlite3.connect(str(path), isolation_level=None,
-                                       check_same_thread=False,
-                                       timeout=BUSY_TIMEOUT_MS / 1000)
+            self._db = sqlite3.connect(
+                str(path),
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite database {path}: {exc}") from exc
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -81,21 +84,27 @@ class SqliteStore(Store):
 
     def _migrate(self) -> None:
         with self._tx() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                       "version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
             row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
             current = int(row[0])
             if current > len(MIGRATIONS):
                 raise SchemaTooNew(
                     f"the database {self.path} has schema version {current}, but this "
                     f"stead understands versions up to {len(MIGRATIONS)}; upgrade stead "
-                    "before opening it (it was not changed)")
+                    "before opening it (it was not changed)"
+                )
             for version in range(current + 1, len(MIGRATIONS) + 1):
                 for statement in MIGRATIONS[version - 1].split(";"):
                     if statement.strip():
                         db.execute(statement)
-                db.execute("INSERT INTO schema_migrations (version, applied_at) "
-                           "VALUES (?, julianday('now'))", (version,))
+                db.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) "
+                    "VALUES (?, julianday('now'))",
+                    (version,),
+                )
 
     def recorded_schema_version(self) -> int:
         """The highest schema version recorded in the database."""
@@ -109,19 +118,33 @@ class SqliteStore(Store):
 
     # -- agents ---------------------------------------------------------------
 
-    def _create(self, record: AgentRecord, events: Sequence[Event], state: State,
-                at: float) -> None:
+    def _create(
+        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+    ) -> None:
         with self._tx() as db:
-            exists = db.execute("SELECT 1 FROM agents WHERE agent_id = ?",
-                                (record.agent_id,)).fetchone()
+            exists = db.execute(
+                "SELECT 1 FROM agents WHERE agent_id = ?", (record.agent_id,)
+            ).fetchone()
             if exists:
-                raise StoreError(f"an agent with id {record.agent_id} already exists; "
-                                 "choose another id or omit --id")
+                raise StoreError(
+                    f"an agent with id {record.agent_id} already exists; "
+                    "choose another id or omit --id"
+                )
             db.execute(
                 "INSERT INTO agents (agent_id, tenant, name, spec, created_at, version, "
                 "status, state, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.agent_id, record.tenant, record.name, dumps(record.spec),
-                 record.created_at, state.version, state.status, dumps(state.to_json()), at))
+                (
+                    record.agent_id,
+                    record.tenant,
+                    record.name,
+                    dumps(record.spec),
+                    record.created_at,
+                    state.version,
+                    state.status,
+                    dumps(state.to_json()),
+                    at,
+                ),
+            )
             self._insert_events(db, events)
 
     @staticmethod
@@ -129,22 +152,35 @@ class SqliteStore(Store):
         db.executemany(
             "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(e.agent_id, e.seq, e.kind, e.at,
-              e.data_json if e.data_json is not None else dumps(dict(e.data)),
-              e.prev_hash, e.hash, e.epoch) for e in events])
+            [
+                (
+                    e.agent_id,
+                    e.seq,
+                    e.kind,
+                    e.at,
+                    e.data_json if e.data_json is not None else dumps(dict(e.data)),
+                    e.prev_hash,
+                    e.hash,
+                    e.epoch,
+                )
+                for e in events
+            ],
+        )
 
     def get_record(self, agent_id: str) -> AgentRecord:
         with self._lock:
-            row = self._db.execute("SELECT tenant, name, spec, created_at FROM agents "
-                                   "WHERE agent_id = ?", (agent_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT tenant, name, spec, created_at FROM agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
         return AgentRecord(agent_id, row[0], row[1], loads(row[2]), row[3])
 
     def load_state(self, agent_id: str) -> State:
         with self._lock:
-            row = self._db.execute("SELECT state FROM agents WHERE agent_id = ?",
-                                   (agent_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT state FROM agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
         return State.from_json(loads(row[0]))
@@ -161,31 +197,48 @@ class SqliteStore(Store):
 
     # -- the journal ----------------------------------------------------------
 
-    def _write(self, agent_id: str, events: Sequence[Event], state: State, *,
-               expected_version: int, epoch: int, at: float) -> None:
+    def _write(
+        self,
+        agent_id: str,
+        events: Sequence[Event],
+        state: State,
+        *,
+        expected_version: int,
+        epoch: int,
+        at: float,
+    ) -> None:
         with self._tx() as db:
-            row = db.execute("SELECT version FROM agents WHERE agent_id = ?",
-                             (agent_id,)).fetchone()
+            row = db.execute(
+                "SELECT version FROM agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
             if row is None:
                 raise NotFound(f"no agent with id {agent_id}")
-            lease = db.execute("SELECT epoch FROM leases WHERE agent_id = ?",
-                               (agent_id,)).fetchone()
+            lease = db.execute(
+                "SELECT epoch FROM leases WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
             current_epoch = int(lease[0]) if lease else 0
             if epoch != current_epoch:
-                raise StaleEpoch(f"agent {agent_id}: write under lease epoch {epoch} refused, "
-                                 f"the current epoch is {current_epoch}; another worker has "
-                                 "taken over this agent")
+                raise StaleEpoch(
+                    f"agent {agent_id}: write under lease epoch {epoch} refused, "
+                    f"the current epoch is {current_epoch}; another worker has "
+                    "taken over this agent"
+                )
             if int(row[0]) != expected_version:
-                raise VersionConflict(f"agent {agent_id}: write based on version "
-                                      f"{expected_version} refused, the agent is at "
-                                      f"version {row[0]}; reload and retry")
+                raise VersionConflict(
+                    f"agent {agent_id}: write based on version "
+                    f"{expected_version} refused, the agent is at "
+                    f"version {row[0]}; reload and retry"
+                )
             self._insert_events(db, events)
-            db.execute("UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ? "
-                       "WHERE agent_id = ?",
-                       (state.version, state.status, dumps(state.to_json()), at, agent_id))
+            db.execute(
+                "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ? "
+                "WHERE agent_id = ?",
+                (state.version, state.status, dumps(state.to_json()), at, agent_id),
+            )
 
-    def read_events(self, agent_id: str, from_seq: int = 1,
-                    to_seq: int | None = None) -> Iterator[Event]:
+    def read_events(
+        self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[Event]:
         self.get_record(agent_id)
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
@@ -194,14 +247,17 @@ class SqliteStore(Store):
                 rows = self._db.execute(
                     "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
                     "WHERE agent_id = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
-                    (agent_id, seq, last, _PAGE)).fetchall()
+                    (agent_id, seq, last, _PAGE),
+                ).fetchall()
             for s, kind, at, data, prev_hash, h, epoch in rows:
                 try:
                     parsed = loads(data)
                 except ValueError as exc:
                     raise IntegrityError(
                         f"agent {agent_id}: event {s} is corrupt, its stored data is not "
-                        f"valid JSON ({exc}); run `stead audit verify {agent_id}`", seq=s) from exc
+                        f"valid JSON ({exc}); run `stead audit verify {agent_id}`",
+                        seq=s,
+                    ) from exc
                 yield Event(agent_id, s, kind, at, parsed, prev_hash, h, epoch, data)
             if len(rows) < _PAGE:
                 return
@@ -209,42 +265,55 @@ class SqliteStore(Store):
 
     # -- leases ---------------------------------------------------------------
 
-    def acquire_lease(self, agent_id: str, owner: str, ttl: float, now: float, *,
-                      takeover: str | None = None) -> Lease:
+    def acquire_lease(
+        self, agent_id: str, owner: str, ttl: float, now: float, *, takeover: str | None = None
+    ) -> Lease:
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM agents WHERE agent_id = ?", (agent_id,)).fetchone() \
-                    is None:
+            if (
+                db.execute("SELECT 1 FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
+                is None
+            ):
                 raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
-            row = db.execute("SELECT owner, epoch, expires_at FROM leases WHERE agent_id = ?",
-                             (agent_id,)).fetchone()
+            row = db.execute(
+                "SELECT owner, epoch, expires_at FROM leases WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
             if row is not None:
                 cur = Lease(agent_id, row[0], int(row[1]), float(row[2]))
                 if cur.live(now) and cur.owner not in (owner, takeover):
                     raise LeaseHeld(lease_held_message(cur, now))
             lease = Lease(agent_id, owner, (int(row[1]) if row else 0) + 1, now + ttl)
-            db.execute("INSERT INTO leases (agent_id, owner, epoch, expires_at) "
-                       "VALUES (?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET "
-                       "owner = excluded.owner, epoch = excluded.epoch, "
-                       "expires_at = excluded.expires_at",
-                       (agent_id, owner, lease.epoch, lease.expires_at))
+            db.execute(
+                "INSERT INTO leases (agent_id, owner, epoch, expires_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET "
+                "owner = excluded.owner, epoch = excluded.epoch, "
+                "expires_at = excluded.expires_at",
+                (agent_id, owner, lease.epoch, lease.expires_at),
+            )
             return lease
 
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         with self._tx() as db:
-            cur = db.execute("UPDATE leases SET expires_at = ? WHERE agent_id = ? AND epoch = ?",
-                             (now + ttl, lease.agent_id, lease.epoch))
+            cur = db.execute(
+                "UPDATE leases SET expires_at = ? WHERE agent_id = ? AND epoch = ?",
+                (now + ttl, lease.agent_id, lease.epoch),
+            )
             if cur.rowcount != 1:
-                raise StaleEpoch(f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
-                                 "taken over by another worker")
+                raise StaleEpoch(
+                    f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
+                    "taken over by another worker"
+                )
         return Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
 
     def release_lease(self, lease: Lease) -> None:
         with self._tx() as db:
-            db.execute("UPDATE leases SET owner = '', expires_at = 0 "
-                       "WHERE agent_id = ? AND epoch = ?", (lease.agent_id, lease.epoch))
+            db.execute(
+                "UPDATE leases SET owner = '', expires_at = 0 WHERE agent_id = ? AND epoch = ?",
+                (lease.agent_id, lease.epoch),
+            )
 
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._lock:
-            row = self._db.execute("SELECT owner, epoch, expires_at FROM leases "
-                                   "WHERE agent_id = ?", (agent_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT owner, epoch, expires_at FROM leases WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
         return None if row is None else Lease(agent_id, row[0], int(row[1]), float(row[2]))

@@ -90,8 +90,10 @@ class Tool:
         else:
             verdict, result = str(answer), None
         if verdict not in ("done", "not_done", "unknown"):
-            raise ToolError(f"reconcile hook of tool {self.name} answered {verdict!r}; it must "
-                            "answer 'done', 'not_done' or 'unknown'")
+            raise ToolError(
+                f"reconcile hook of tool {self.name} answered {verdict!r}; it must "
+                "answer 'done', 'not_done' or 'unknown'"
+            )
         return Reconciled(verdict, result)
 
 
@@ -106,14 +108,24 @@ def tool(func: F, /) -> F: ...
 
 
 @overload
-def tool(*, effect: str | Effect = ..., name: str | None = ...,
-         reconcile: ReconcileHook | None = ...,
-         compensate: CompensateHook | None = ...) -> Callable[[F], F]: ...
+def tool(
+    *,
+    effect: str | Effect = ...,
+    name: str | None = ...,
+    reconcile: ReconcileHook | None = ...,
+    compensate: CompensateHook | None = ...,
+) -> Callable[[F], F]: ...
 
 
-def tool(func: F | None = None, /, *, effect: str | Effect = Effect.EFFECTFUL,
-         name: str | None = None, reconcile: ReconcileHook | None = None,
-         compensate: CompensateHook | None = None) -> F | Callable[[F], F]:
+def tool(
+    func: F | None = None,
+    /,
+    *,
+    effect: str | Effect = Effect.EFFECTFUL,
+    name: str | None = None,
+    reconcile: ReconcileHook | None = None,
+    compensate: CompensateHook | None = None,
+) -> F | Callable[[F], F]:
     """Declare a function as a stead tool.
 
     ``@stead.tool(effect="idempotent")`` or bare ``@stead.tool`` (effectful, the
@@ -122,21 +134,31 @@ def tool(func: F | None = None, /, *, effect: str | Effect = Effect.EFFECTFUL,
     """
 
     def wrap(f: F) -> F:
-        setattr(f, _ATTR, make_tool(f, effect=effect, name=name, reconcile=reconcile,
-                                    compensate=compensate))
+        setattr(
+            f,
+            _ATTR,
+            make_tool(f, effect=effect, name=name, reconcile=reconcile, compensate=compensate),
+        )
         return f
 
     return wrap(func) if func is not None else wrap
 
 
-def make_tool(func: Callable[..., Any], *, effect: str | Effect = Effect.EFFECTFUL,
-              name: str | None = None, reconcile: ReconcileHook | None = None,
-              compensate: CompensateHook | None = None) -> Tool:
+def make_tool(
+    func: Callable[..., Any],
+    *,
+    effect: str | Effect = Effect.EFFECTFUL,
+    name: str | None = None,
+    reconcile: ReconcileHook | None = None,
+    compensate: CompensateHook | None = None,
+) -> Tool:
     try:
         eff = Effect(effect)
     except ValueError:
-        raise ToolError(f"tool {func.__name__}: effect {effect!r} is not one of "
-                        f"{', '.join(e.value for e in Effect)}") from None
+        raise ToolError(
+            f"tool {func.__name__}: effect {effect!r} is not one of "
+            f"{', '.join(e.value for e in Effect)}"
+        ) from None
     params = inspect.signature(func).parameters
     return Tool(
         name=name or func.__name__,
@@ -162,8 +184,14 @@ def as_tool(obj: Any) -> Tool:
     raise ToolError(f"{obj!r} is not a function and cannot be a tool")
 
 
-_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number",
-                               bool: "boolean", list: "array", dict: "object"}
+_JSON_TYPES: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
 
 
 def _json_type(annotation: Any) -> dict[str, Any]:
@@ -190,13 +218,22 @@ def schema_for(func: Callable[..., Any]) -> dict[str, Any]:
         properties[pname] = _json_type(hints.get(pname, param.annotation))
         if param.default is inspect.Parameter.empty:
             required.append(pname)
-    return {"type": "object", "properties": properties, "required": required,
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
-_PY_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,),
-                                          "number": (int, float), "boolean": (bool,),
-                                          "array": (list,), "object": (dict,)}
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
 
 
 def check_args(t: Tool, args: Mapping[str, Any]) -> None:
@@ -204,8 +241,10 @@ def check_args(t: Tool, args: Mapping[str, Any]) -> None:
     props = t.schema["properties"]
     for key in args:
         if key not in props:
-            raise ToolError(f"tool {t.name} has no argument {key!r}; it takes "
-                            f"{', '.join(props) or 'no arguments'}")
+            raise ToolError(
+                f"tool {t.name} has no argument {key!r}; it takes "
+                f"{', '.join(props) or 'no arguments'}"
+            )
     for key in t.schema["required"]:
         if key not in args:
             raise ToolError(f"tool {t.name} needs argument {key!r}")
@@ -217,5 +256,6 @@ def check_args(t: Tool, args: Mapping[str, Any]) -> None:
         if expected in ("integer", "number") and isinstance(value, bool):
             ok = False
         if not ok:
-            raise ToolError(f"tool {t.name}: argument {key!r} must be {expected}, "
-                            f"got {type(value).__name__}")
+            raise ToolError(
+                f"tool {t.name}: argument {key!r} must be {expected}, got {type(value).__name__}"
+            )

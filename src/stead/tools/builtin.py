@@ -57,11 +57,21 @@ def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
 @tool(effect="effectful")
 def shell(command: str, ctx: ToolContext, timeout: float = SHELL_TIMEOUT) -> dict[str, Any]:
     """Run a command line in the workspace; return its exit code and output."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(ctx.workspace),
-           "LANG": "C.UTF-8"}
-    proc = subprocess.run(command, shell=True, cwd=ctx.workspace, env=env,
-                          capture_output=True, timeout=timeout, check=False,
-                          start_new_session=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(ctx.workspace),
+        "LANG": "C.UTF-8",
+    }
+    proc = subprocess.run(
+        command,
+        shell=True,
+        cwd=ctx.workspace,
+        env=env,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+        start_new_session=True,
+    )
     return {
         "exit_code": proc.returncode,
         "stdout": proc.stdout[:MAX_OUTPUT].decode("utf-8", errors="replace"),

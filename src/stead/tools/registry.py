@@ -21,8 +21,10 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
     if ref in BUILTINS:
         return as_tool(BUILTINS[ref])
     if ":" not in ref:
-        raise ToolError(f"unknown tool {ref!r}: built-in tools are "
-                        f"{', '.join(sorted(BUILTINS))}; others are named module:function")
+        raise ToolError(
+            f"unknown tool {ref!r}: built-in tools are "
+            f"{', '.join(sorted(BUILTINS))}; others are named module:function"
+        )
     module_name, _, attr = ref.partition(":")
     for folder in search_path:
         if str(folder) not in sys.path:
@@ -30,8 +32,10 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ToolError(f"tool {ref!r}: cannot import module {module_name!r} ({exc}); "
-                        "check the name and that it is importable") from exc
+        raise ToolError(
+            f"tool {ref!r}: cannot import module {module_name!r} ({exc}); "
+            "check the name and that it is importable"
+        ) from exc
     try:
         obj = getattr(module, attr)
     except AttributeError:
@@ -46,7 +50,8 @@ def load_tools(refs: Iterable[str], search_path: Iterable[str | Path] = ()) -> d
     for ref in refs:
         t = load_tool(ref, paths)
         if t.name in tools:
-            raise ToolError(f"two tools are named {t.name!r}; give one another name with "
-                            "@stead.tool(name=...)")
+            raise ToolError(
+                f"two tools are named {t.name!r}; give one another name with @stead.tool(name=...)"
+            )
         tools[t.name] = t
     return tools
