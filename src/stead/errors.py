@@ -3,6 +3,7 @@
 ::
 
     SteadError
+    ├── UsageError                a command was given something it cannot use
     ├── SpecError                 an agent spec is invalid (names the field)
     ├── ScriptError               a scripted model's decision list is invalid
     ├── NotFound                  no such agent, version, call or blob
@@ -28,6 +29,10 @@ from __future__ import annotations
 
 class SteadError(Exception):
     """The root of every error stead raises on purpose."""
+
+
+class UsageError(SteadError):
+    """A command or call was given input it cannot use (a bad URL, a bad option)."""
 
 
 class SpecError(SteadError):

@@ -22,6 +22,7 @@ from ..errors import (
     SteadError,
     StoreError,
     ToolError,
+    UsageError,
 )
 from . import agents, demo, inspect
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LeaseHeld as exc:
         err.print(f"[yellow]busy[/]: {exc}")
         return EXIT_BUSY
-    except (SpecError, ScriptError, NotFound, ResolveError, ToolError) as exc:
+    except (UsageError, SpecError, ScriptError, NotFound, ResolveError, ToolError) as exc:
         err.print(f"[red]error[/]: {exc}")
         return EXIT_USAGE
     except (ConcurrencyError, IntegrityError, StoreError, SteadError) as exc:

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from ..errors import StoreError
+from ..errors import UsageError
 from .base import AgentRecord, AgentSummary, Lease, Store
 
 DEFAULT_URL = "sqlite:///.stead/stead.db"
@@ -26,11 +26,11 @@ def open_store(url: str) -> Store:
 
         path = url[len("sqlite:///") :]
         if not path:
-            raise StoreError("the SQLite URL names no file; use sqlite:///PATH/TO/stead.db")
+            raise UsageError("the SQLite URL names no file; use sqlite:///PATH/TO/stead.db")
         return SqliteStore(path)
     if url.startswith(("postgresql://", "postgres://")):
-        raise StoreError("the PostgreSQL backend is not built yet; use a sqlite:/// URL")
-    raise StoreError(
+        raise UsageError("the PostgreSQL backend is not built yet; use a sqlite:/// URL")
+    raise UsageError(
         f"unknown store URL {url!r}; use sqlite:///PATH (the default is "
         f"{DEFAULT_URL}) or memory: for a throwaway store"
     )

@@ -1,0 +1,45 @@
+"""A runtime on each store backend, with a fake clock, and a way to simulate a crash."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stead import FakeClock, Runtime, parse_spec
+from stead.store.memory import MemoryStore
+from stead.store.sqlite import SqliteStore
+
+LEASE_TTL = 10.0
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
+    rt = Runtime(store, tmp_path / "data", clock=FakeClock(), lease_ttl=LEASE_TTL)
+    yield rt
+    rt.close()
+
+
+def make_agent(
+    rt: Runtime, tmp_path: Path, script: list[Any], tools: list[str] | None = None, **spec: Any
+) -> str:
+    """Create an agent from a script given as Python data; return its id."""
+    import yaml
+
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
+    data = {
+        "name": "t",
+        "model": "scripted:script.yaml",
+        "tools": tools if tools is not None else ["read_file", "write_file", "list_files"],
+        **spec,
+    }
+    return rt.create(parse_spec(data, tmp_path)).agent_id
+
+
+def expire_lease(rt: Runtime) -> None:
+    """Let a dead activation's lease run out, as time would."""
+    assert isinstance(rt.clock, FakeClock)
+    rt.clock.advance(LEASE_TTL + 1)
