@@ -7,7 +7,7 @@ from pathlib import Path
 from stead import Reconciled, ToolContext, tool
 
 
-class WorkerDied(BaseException):  # noqa: N818 - named for what it simulates
+class WorkerDied(BaseException):
     """Raised inside a tool to stand in for the worker process dying there.
 
     It derives from BaseException, like a real interruption, so the runtime

@@ -99,7 +99,7 @@ def test_the_decision_is_committed_before_any_action(runtime: Runtime, tmp_path:
     intent = capture.of_kind(Kind.TOOL_INTENT)[0]
     decision = capture.of_kind(Kind.DECISION)[0]
     assert decision.seq < intent.seq
-    assert crashy_tools.CALLS == [("plain", intent.data["idempotency_key"])]
+    assert [("plain", intent.data["idempotency_key"])] == crashy_tools.CALLS
 
 
 def test_context_hash_matches_a_re_render_of_the_state_it_came_from(
