@@ -132,6 +132,7 @@ def test_the_store_url_comes_from_the_environment(
     assert main(["run", str(spec), "--id", "ag_env"]) == 0
     capsys.readouterr()
     code, agents = run_json(capsys, "ls", "--store", store)
+    assert code == 0
     assert [a["agent_id"] for a in agents] == ["ag_env"]
 
 
