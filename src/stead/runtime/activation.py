@@ -38,6 +38,7 @@ from ..state import State
 from ..store.base import AgentRecord, Lease, Store
 from ..tools.base import Effect, Tool, ToolContext
 from .context import render
+from .heartbeat import Heartbeat
 
 LEASE_TTL = 30.0
 MAX_RESULT_CHARS = 64 * 1024
@@ -124,6 +125,7 @@ class Activation:
         self.dirty = False
         self.rng = seeded_rng(os.urandom(16).hex())
         self._renewed_at = 0.0
+        self._heartbeat: Heartbeat | None = None
         self.on_commit = on_commit
 
     # -- lease and commits ------------------------------------------------------
@@ -138,10 +140,17 @@ class Activation:
             self.record.agent_id, self.owner, self.lease_ttl, now, takeover=takeover
         )
         self._renewed_at = now
+        self._heartbeat = Heartbeat(self.store, self.lease, self.lease_ttl, self.clock).start()
         self.state = self.store.load_state(self.record.agent_id)
         self.manifest = dict(self.state.manifest)
 
+    def stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
     def release(self) -> None:
+        self.stop_heartbeat()
         if self.lease is not None:
             self.store.release_lease(self.lease)
             self.lease = None
