@@ -216,3 +216,18 @@ def test_the_workspace_is_seeded_from_the_spec_folder(runtime: Runtime, tmp_path
     state = runtime.run(agent).state
     assert state.recent_calls[0]["output"] == "x = 1\n"
     assert list(runtime.store.state_at(agent, 1).manifest) == ["pkg/m.py"]
+
+
+def test_shell_runs_in_the_workspace_and_times_out_whole(runtime: Runtime, tmp_path: Path) -> None:
+    script: list[Any] = [
+        {"tool": "shell", "args": {"command": "pwd; echo $HOME; echo hi > made.txt"}},
+        {"tool": "shell", "args": {"command": "sleep 30 & sleep 30", "timeout": 0.5}},
+        {"finish": "x"},
+    ]
+    agent = make_agent(runtime, tmp_path, script, tools=["shell"])
+    state = runtime.run(agent).state
+    ws = str(runtime.workspace(agent, "default").root)
+    first, second = state.recent_calls
+    assert first["output"]["stdout"].split() == [ws, ws]
+    assert "made.txt" in state.manifest
+    assert second["output"]["timed_out"] is True and second["output"]["exit_code"] is None

@@ -7,7 +7,9 @@ the sandbox package's job.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from typing import Any
 
@@ -62,21 +64,35 @@ def shell(command: str, ctx: ToolContext, timeout: float = SHELL_TIMEOUT) -> dic
         "HOME": str(ctx.workspace),
         "LANG": "C.UTF-8",
     }
-    proc = subprocess.run(
+    # its own session, so a timeout can kill the whole tree, not just the shell
+    proc = subprocess.Popen(
         command,
         shell=True,
         cwd=ctx.workspace,
         env=env,
-        capture_output=True,
-        timeout=timeout,
-        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    return {
-        "exit_code": proc.returncode,
-        "stdout": proc.stdout[:MAX_OUTPUT].decode("utf-8", errors="replace"),
-        "stderr": proc.stderr[:MAX_OUTPUT].decode("utf-8", errors="replace"),
-    }
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        return {
+            "exit_code": None,
+            "timed_out": True,
+            "timeout": timeout,
+            "stdout": _text(stdout),
+            "stderr": _text(stderr),
+        }
+    return {"exit_code": proc.returncode, "stdout": _text(stdout), "stderr": _text(stderr)}
+
+
+def _text(data: bytes) -> str:
+    text = data[:MAX_OUTPUT].decode("utf-8", errors="replace")
+    return text + (f"\n… [{len(data) - MAX_OUTPUT} more bytes]" if len(data) > MAX_OUTPUT else "")
 
 
 BUILTINS = {f.__name__: f for f in (read_file, write_file, list_files, shell)}
