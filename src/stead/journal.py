@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import dumps, sha256_hex
+from .canonical import dumps, loads, sha256_hex
 
 GENESIS_HASH = "0" * 64
 
@@ -98,8 +98,12 @@ class NewEvent:
 def event_hash(
     agent_id: str, seq: int, kind: str, at: float, data_json: str, prev_hash: str
 ) -> str:
-    """The chain hash of one event, from the canonical JSON of its data."""
-    header = dumps({"agent_id": agent_id, "seq": seq, "kind": kind, "at": at})
+    """The chain hash of one event, from the canonical JSON of its data.
+
+    ``at`` is hashed as a float, so a whole-number timestamp hashes the same
+    whether it was stored as ``1767225600`` or ``1767225600.0``.
+    """
+    header = dumps({"agent_id": agent_id, "seq": seq, "kind": kind, "at": float(at)})
     return sha256_hex(f"{prev_hash}\n{header}\n{data_json}")
 
 
@@ -113,13 +117,15 @@ def seal(
 ) -> list[Event]:
     """Turn new events into chained events numbered from ``start_seq``."""
     sealed: list[Event] = []
+    at = float(at)
     for offset, ev in enumerate(new_events):
         seq = start_seq + offset
         data_json = dumps(dict(ev.data))
         h = event_hash(agent_id, seq, ev.kind, at, data_json, prev_hash)
-        sealed.append(
-            Event(agent_id, seq, ev.kind, at, dict(ev.data), prev_hash, h, epoch, data_json)
-        )
+        # the data as a reader will see it: parsed back from its canonical JSON,
+        # so the state folded here equals the state folded from the store
+        data = loads(data_json)
+        sealed.append(Event(agent_id, seq, ev.kind, at, data, prev_hash, h, epoch, data_json))
         prev_hash = h
     return sealed
 

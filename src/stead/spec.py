@@ -121,7 +121,9 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
             raise _fail("workspace", f"folder {folder} does not exist")
         workspace = str(folder)
 
-    limits = data.get("limits", {}) or {}
+    limits = data.get("limits", {})
+    if limits is None:
+        limits = {}
     if not isinstance(limits, dict) or set(limits) - {"max_steps"}:
         raise _fail("limits", "must be a mapping with 'max_steps'")
     max_steps = limits.get("max_steps", DEFAULT_MAX_STEPS)

@@ -52,6 +52,8 @@ class ScriptedModel:
         return cls.from_yaml(text, str(p))
 
     def decide(self, context: RenderedContext) -> Decision:
+        if context.step < 0:
+            raise ModelError(f"step {context.step} is not a step; steps count from 0")
         if context.step >= len(self.decisions):
             raise ModelError(
                 f"the script has {len(self.decisions)} decisions and all have "

@@ -89,29 +89,63 @@ class Workspace:
         return manifest
 
     def restore(self, manifest: Manifest) -> Delta:
-        """Make the folder equal ``manifest``; return what had to change."""
+        """Make the folder equal ``manifest``; return what had to change.
+
+        Only regular files and folders belong in a workspace: symbolic links and
+        special files are removed first, so nothing is ever written through a
+        link that a dying step left pointing out of the workspace.
+        """
         self.create()
+        oddities = self._remove_non_regular()
         current = self.scan()
         delta = diff(manifest, current)
         # delta is "what current has that manifest lacks", so undo it
         for rel in delta.changed:
-            path = self.root / rel
-            if rel in manifest:
-                continue
-            path.unlink()
-            self._seen.pop(rel, None)
+            if rel not in manifest:
+                (self.root / rel).unlink()
+                self._seen.pop(rel, None)
         for rel, digest in manifest.items():
             if current.get(rel) == digest:
                 continue
-            path = self.root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = self._make_room(rel)
             tmp = path.with_name(f".{path.name}.stead-restore")
             tmp.write_bytes(self.blobs.get(digest))
             os.replace(tmp, path)
             self._seen.pop(rel, None)
-        if delta:
+        if delta or oddities:
             _prune_empty_dirs(self.root)
+        if oddities:
+            delta = Delta({**delta.changed, **dict.fromkeys(oddities, "")}, delta.removed)
         return delta
+
+    def _remove_non_regular(self) -> list[str]:
+        """Delete symlinks and special files anywhere in the workspace; name them."""
+        removed: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            for name in [*dirnames, *filenames]:
+                full = os.path.join(dirpath, name)
+                mode = os.lstat(full).st_mode
+                if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+                    continue
+                os.unlink(full)
+                removed.append(os.path.relpath(full, self.root).replace(os.sep, "/"))
+            # os.walk does not descend into symlinked folders, which were just removed
+            dirnames[:] = [d for d in dirnames if os.path.isdir(os.path.join(dirpath, d))]
+        return removed
+
+    def _make_room(self, rel: str) -> Path:
+        """Ensure every parent of ``rel`` is a real folder and ``rel`` is not one."""
+        path = self.root
+        parts = rel.split("/")
+        for part in parts[:-1]:
+            path = path / part
+            if path.exists() and not path.is_dir():
+                path.unlink()  # a file where the manifest has a folder
+            path.mkdir(exist_ok=True)
+        path = path / parts[-1]
+        if path.is_dir():
+            shutil.rmtree(path)  # a folder where the manifest has a file
+        return path
 
     def seed_from(self, folder: str | Path) -> None:
         """Copy a folder's files into the (empty) workspace."""
@@ -131,7 +165,8 @@ def _is_regular(mode: int) -> bool:
 
 
 def _prune_empty_dirs(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        if Path(dirpath) != root and not dirnames and not filenames:
+    # bottom-up, and looking again at each folder, so emptied parents go too
+    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
+        if Path(dirpath) != root and not os.listdir(dirpath):
             with contextlib.suppress(OSError):
                 os.rmdir(dirpath)

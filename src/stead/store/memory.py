@@ -148,10 +148,10 @@ class MemoryStore(Store):
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         with self._lock:
             cur = self._leases.get(lease.agent_id)
-            if cur is None or cur.epoch != lease.epoch:
+            if cur is None or cur.epoch != lease.epoch or cur.owner != lease.owner:
                 raise StaleEpoch(
                     f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
-                    "taken over by another worker"
+                    "released or taken over by another worker"
                 )
             renewed = Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
             self._leases[lease.agent_id] = renewed

@@ -64,9 +64,15 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite database {path}: {exc}") from exc
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = FULL")
-        self._migrate()
+        try:
+            # refuse a newer database before anything (even the WAL switch) writes to it
+            self._refuse_newer()
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = FULL")
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
 
     # -- plumbing -------------------------------------------------------------
 
@@ -82,6 +88,22 @@ class SqliteStore(Store):
             else:
                 self._db.execute("COMMIT")
 
+    def _refuse_newer(self) -> None:
+        has_table = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        ).fetchone()
+        if has_table:
+            row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+            self._check_version(int(row.fetchone()[0]))
+
+    def _check_version(self, current: int) -> None:
+        if current > len(MIGRATIONS):
+            raise SchemaTooNew(
+                f"the database {self.path} has schema version {current}, but this "
+                f"stead understands versions up to {len(MIGRATIONS)}; upgrade stead "
+                "before opening it (it was not changed)"
+            )
+
     def _migrate(self) -> None:
         with self._tx() as db:
             db.execute(
@@ -90,12 +112,7 @@ class SqliteStore(Store):
             )
             row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
             current = int(row[0])
-            if current > len(MIGRATIONS):
-                raise SchemaTooNew(
-                    f"the database {self.path} has schema version {current}, but this "
-                    f"stead understands versions up to {len(MIGRATIONS)}; upgrade stead "
-                    "before opening it (it was not changed)"
-                )
+            self._check_version(current)
             for version in range(current + 1, len(MIGRATIONS) + 1):
                 for statement in MIGRATIONS[version - 1].split(";"):
                     if statement.strip():
@@ -294,13 +311,13 @@ class SqliteStore(Store):
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE leases SET expires_at = ? WHERE agent_id = ? AND epoch = ?",
-                (now + ttl, lease.agent_id, lease.epoch),
+                "UPDATE leases SET expires_at = ? WHERE agent_id = ? AND epoch = ? AND owner = ?",
+                (now + ttl, lease.agent_id, lease.epoch, lease.owner),
             )
             if cur.rowcount != 1:
                 raise StaleEpoch(
                     f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
-                    "taken over by another worker"
+                    "released or taken over by another worker"
                 )
         return Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
 

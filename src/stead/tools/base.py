@@ -199,8 +199,12 @@ def _json_type(annotation: Any) -> dict[str, Any]:
         return {}
     origin = typing.get_origin(annotation)
     if origin in (types.UnionType, typing.Union):
-        options = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _json_type(options[0]) if len(options) == 1 else {}
+        args = typing.get_args(annotation)
+        options = [a for a in args if a is not type(None)]
+        inner = _json_type(options[0]) if len(options) == 1 else {}
+        if inner and len(options) < len(args):
+            return {"type": [inner["type"], "null"]}  # X | None admits null
+        return inner
     base = origin or annotation
     if base in _JSON_TYPES:
         return {"type": _JSON_TYPES[base]}
@@ -249,9 +253,13 @@ def check_args(t: Tool, args: Mapping[str, Any]) -> None:
         if key not in args:
             raise ToolError(f"tool {t.name} needs argument {key!r}")
     for key, value in args.items():
-        expected = props[key].get("type")
-        if expected is None:
+        declared = props[key].get("type")
+        if declared is None:
             continue
+        allowed = declared if isinstance(declared, list) else [declared]
+        if value is None and "null" in allowed:
+            continue
+        expected = next(t for t in allowed if t != "null")
         ok = isinstance(value, _PY_TYPES[expected])
         if expected in ("integer", "number") and isinstance(value, bool):
             ok = False

@@ -45,8 +45,8 @@ def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
 @tool(effect="read_only")
 def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
     """List the files under a folder of the workspace, relative to the workspace."""
-    base = resolve_inside(ctx.workspace, path) if path not in ("", ".") else ctx.workspace
     root = ctx.workspace.resolve()
+    base = resolve_inside(ctx.workspace, path) if path not in ("", ".") else root
     out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
