@@ -16,6 +16,7 @@ FORBIDDEN = {
     "models": {"store", "runtime", "tools", "cli", "sandbox"},
     "sandbox": {"runtime", "cli", "models"},
     "runtime": {"cli", "demo"},
+    "integrity": {"runtime", "cli", "demo"},
 }
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from .canonical import dumps
 from .journal import GENESIS_HASH, Event, Kind
 
 RECENT_CALLS = 20
@@ -76,7 +77,22 @@ def _advance(inflight: dict[str, Any] | None, data: dict[str, Any]) -> dict[str,
     return {**inflight, "next": max(inflight["next"], int(data["action"]) + 1)}
 
 
+CLIP_CHARS = 800
+"""How much of a call's arguments and output the state keeps; the journal keeps all."""
+
+
+def clip(value: Any) -> Any:
+    """``value`` if its JSON is short, else the start of its JSON text, marked as cut."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else dumps(value)
+    if len(text) <= CLIP_CHARS:
+        return value
+    return text[:CLIP_CHARS] + f"… [{len(text) - CLIP_CHARS} more characters]"
+
+
 def _remember_call(s: State, summary: dict[str, Any]) -> None:
+    summary = {**summary, "args": clip(summary.get("args")), "output": clip(summary.get("output"))}
     s.recent_calls = [*s.recent_calls, summary][-RECENT_CALLS:]
     s.calls_total += 1
 

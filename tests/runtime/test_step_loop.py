@@ -231,3 +231,22 @@ def test_shell_runs_in_the_workspace_and_times_out_whole(runtime: Runtime, tmp_p
     assert first["output"]["stdout"].split() == [ws, ws]
     assert "made.txt" in state.manifest
     assert second["output"]["timed_out"] is True and second["output"]["exit_code"] is None
+
+
+def test_the_state_keeps_a_clip_of_big_outputs_and_the_journal_all(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    big = "x" * 50_000
+    script: list[Any] = [
+        {"tool": "write_file", "args": {"path": "big.txt", "content": big}},
+        {"tool": "read_file", "args": {"path": "big.txt"}},
+        {"finish": "x"},
+    ]
+    agent = make_agent(runtime, tmp_path, script)
+    state = runtime.run(agent).state
+    write, read = state.recent_calls
+    assert write["args"].endswith("more characters]") and len(write["args"]) < 1000
+    assert read["output"].startswith("xxx") and len(read["output"]) < 1000
+    results = [e for e in runtime.store.read_events(agent) if e.kind == Kind.TOOL_RESULT]
+    assert results[1].data["output"] == big
+    assert results[0].data["args"]["content"] == big

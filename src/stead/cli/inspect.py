@@ -9,8 +9,8 @@ import sys
 from rich.table import Table
 
 from ..clock import iso
-from ..errors import IntegrityError
-from ..journal import Event, verify_chain
+from ..integrity.audit import audit
+from ..journal import Event
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -184,29 +184,27 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_audit_verify(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
-        try:
-            report = verify_chain(rt.store.read_events(args.agent_id))
-            bad_seq, reason = report.bad_seq, report.reason
-        except IntegrityError as exc:
-            report, bad_seq, reason = None, exc.seq, str(exc)
+        report = audit(rt.store, args.agent_id)
     finally:
         rt.close()
-    ok = report is not None and report.ok
     if wants_json(args):
         emit_json(
             {
                 "agent_id": args.agent_id,
-                "ok": ok,
-                "events": report.events if report else None,
-                "head_hash": report.head_hash if report and ok else None,
-                "bad_event": bad_seq,
-                "reason": reason,
+                "ok": report.ok,
+                "events": report.events,
+                "head_hash": report.head_hash,
+                "bad_event": report.bad_event,
+                "reason": report.reason,
             }
         )
-    elif ok and report is not None:
+    elif report.ok:
         out.print(
-            f"[green]ok[/]: {report.events} events, hash chain intact, head {report.head_hash}"
+            f"[green]ok[/]: {report.events} events, hash chain intact and matching the "
+            f"stored state, head {report.head_hash}"
         )
+    elif report.bad_event is not None:
+        out.print(f"[red]broken[/]: event {report.bad_event} does not verify: {report.reason}")
     else:
-        out.print(f"[red]broken[/]: event {bad_seq} does not verify: {reason}")
-    return EXIT_COMPLETED if ok else EXIT_FAILED
+        out.print(f"[red]broken[/]: {report.reason}")
+    return EXIT_COMPLETED if report.ok else EXIT_FAILED

@@ -18,14 +18,10 @@ from ..models.base import RenderedContext
 from ..state import State
 from ..tools.base import Tool
 
-MAX_OUTPUT_SHOWN = 800
-
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else dumps(value)
-    if len(text) > MAX_OUTPUT_SHOWN:
-        return text[:MAX_OUTPUT_SHOWN] + f"… [{len(text) - MAX_OUTPUT_SHOWN} more characters]"
-    return text
+    # the state already clips calls to CLIP_CHARS; this only turns them into text
+    return value if isinstance(value, str) else dumps(value)
 
 
 def render(state: State, spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> RenderedContext:

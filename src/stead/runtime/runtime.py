@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import getpass
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..clock import Clock, SystemClock
-from ..errors import ModelError, ResolveError, SteadError
+from ..errors import ModelError, NotFound, ResolveError, SteadError, StoreError
 from ..ids import new_id
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
@@ -63,13 +64,25 @@ class Runtime:
         """Create an agent from a validated spec; seed its workspace; journal it."""
         agent_id = agent_id or new_id("ag", self.clock)
         record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(), self.clock.now())
+        try:
+            self.store.get_record(agent_id)
+        except NotFound:
+            pass
+        else:
+            raise StoreError(
+                f"an agent with id {agent_id} already exists; choose another id or omit --id"
+            )
+        # Seed into a staging folder and move it into place only once the agent is
+        # stored: a creation killed half-way leaves no agent and no half-seeded
+        # workspace under the agent's name (a stored agent whose folder never
+        # arrived is rebuilt from its manifest's blobs on first run).
         ws = self.workspace(agent_id, spec.tenant)
-        if ws.root.exists() and any(ws.root.iterdir()):
-            raise SteadError(f"workspace {ws.root} already has files; pick another agent id")
-        ws.create()
+        staging = Workspace(ws.root.with_name(f".new-{agent_id}"), self.blobs)
+        shutil.rmtree(staging.root, ignore_errors=True)
+        staging.create()
         if spec.workspace:
-            ws.seed_from(spec.workspace)
-        manifest = ws.scan()
+            staging.seed_from(spec.workspace)
+        manifest = staging.scan()
         created = NewEvent(
             Kind.AGENT_CREATED,
             {
@@ -83,7 +96,10 @@ class Runtime:
                 "seeded_from": spec.workspace,
             },
         )
-        return self.store.create_agent(record, [created], self.clock.now())
+        state = self.store.create_agent(record, [created], self.clock.now())
+        shutil.rmtree(ws.root, ignore_errors=True)  # an orphan of an earlier, killed creation
+        os.replace(staging.root, ws.root)
+        return state
 
     # -- running --------------------------------------------------------------
 

@@ -1,0 +1,360 @@
+"""Turning measurements into medians, a printed table, and bench/results/latest.{json,md}."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .resume import History
+from .stats import median
+
+STEP_KEYS = (
+    "steps_per_s",
+    "ms_per_step",
+    "p90_ms_per_step",
+    "p99_ms_per_step",
+    "commits_per_step",
+    "events_per_step",
+    "state_bytes",
+    "wall_ms_per_step",
+    "commit_ms_per_step",
+    "write_ms_per_step",
+    "sql_commit_ms_per_step",
+    "sql_other_ms_per_step",
+    "write_python_ms_per_step",
+    "seal_fold_ms_per_step",
+    "other_ms_per_step",
+)
+RESUME_KEYS = ("resume_ms", "open_ms", "run_ms", "load_ms", "close_ms", "process_ms")
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _med(rows: Iterable[Mapping[str, Any]], key: str) -> float:
+    return median(float(r[key]) for r in rows)
+
+
+def summarise(
+    info: dict[str, Any],
+    config: dict[str, Any],
+    rounds: Mapping[str, Sequence[dict[str, Any]]],
+    histories: Sequence[History],
+    resumes: Mapping[int, Sequence[dict[str, Any]]],
+) -> dict[str, Any]:
+    """Medians over rounds (and the raw per-round figures) as one JSON-able dict."""
+    fl = rounds["floor"]
+    floor_ms = _med(fl, "median_ms")
+    floor = {
+        "median_ms": floor_ms,
+        "commits_per_s": 1e3 / floor_ms,
+        "p90_ms": _med(fl, "p90_ms"),
+        "p99_ms": _med(fl, "p99_ms"),
+        "round_medians_ms": [r["median_ms"] for r in fl],
+        "rounds": list(fl),
+    }
+
+    def steps_summary(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {k: _med(rs, k) for k in STEP_KEYS}
+        rates = [r["steps_per_s"] for r in rs]
+        out["steps_per_s_range"] = [min(rates), max(rates)]
+        out["rounds"] = list(rs)
+        return out
+
+    sqlite = steps_summary(rounds["sqlite"])
+    # paired by round: each steps run against the floor measured next to it
+    sqlite["x_floor"] = median(
+        st["ms_per_step"] / fr["median_ms"] for st, fr in zip(rounds["sqlite"], fl, strict=True)
+    )
+    sqlite["commit_floor_ms_per_step"] = sqlite["commits_per_step"] * floor_ms
+    sqlite["above_floor_ms_per_step"] = sqlite["ms_per_step"] - sqlite["commit_floor_ms_per_step"]
+    sqlite["ms_per_commit_statement"] = (
+        sqlite["sql_commit_ms_per_step"] / sqlite["commits_per_step"]
+    )
+    memory = steps_summary(rounds["memory"])
+    all_steps = {"sqlite": sqlite, "memory": memory}
+    if rounds.get("sqlite_large"):
+        large = steps_summary(rounds["sqlite_large"])
+        large["output_bytes"] = rounds["sqlite_large"][0]["output_bytes"]
+        large["x_small_outputs"] = large["ms_per_step"] / sqlite["ms_per_step"]
+        all_steps["sqlite_large"] = large
+
+    sizes = []
+    for h in histories:
+        rs = resumes[h.events]
+        row: dict[str, Any] = {"events": h.events}
+        row.update({k: _med(rs, k) for k in RESUME_KEYS})
+        row["resume_ms_range"] = [min(r["resume_ms"] for r in rs), max(r["resume_ms"] for r in rs)]
+        row.update(
+            db_bytes=h.db_bytes,
+            bytes_per_event=h.db_bytes / h.events,
+            build_s=h.build_s,
+            build_events_per_s=h.events / h.build_s,
+            journal_commits=_med(rs, "journal_commits"),
+            runs=[{k: r[k] for k in (*RESUME_KEYS, "version")} for r in rs],
+        )
+        sizes.append(row)
+    resume: dict[str, Any] = {"sizes": sizes}
+    if len(sizes) >= 2:
+        first, last = sizes[0], sizes[-1]
+        resume["ratio_largest_to_smallest"] = last["resume_ms"] / first["resume_ms"]
+        prev = sizes[-2]
+        resume["marginal_bytes_per_event"] = (last["db_bytes"] - prev["db_bytes"]) / (
+            last["events"] - prev["events"]
+        )
+    return {
+        "machine": info,
+        "config": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in config.items()
+            if k not in ("no_write", "keep")
+        },
+        "floor": floor,
+        "steps": all_steps,
+        "resume": resume,
+    }
+
+
+# -- printing -------------------------------------------------------------------
+
+
+def _n(x: float, digits: int = 2) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    f, s, m = res["floor"], res["steps"]["sqlite"], res["steps"]["memory"]
+    cfg = res["config"]
+    rows = [
+        (
+            "Floor: one durable SQLite commit",
+            f"{_n(f['median_ms'], 3)} ms ({_n(f['commits_per_s'], 0)} commits/s)",
+            f"p90 {_n(f['p90_ms'], 3)} ms, p99 {_n(f['p99_ms'], 3)} ms; "
+            f"{cfg['floor_commits']} commits x {cfg['rounds']} rounds",
+        ),
+        (
+            "Durable steps, one agent, SQLite",
+            f"{_n(s['steps_per_s'], 0)} steps/s; {_n(s['ms_per_step'])} ms/step",
+            f"{_n(s['x_floor'], 1)}x the floor (paired by round); "
+            f"{_n(s['commits_per_step'], 1)} commits/step "
+            f"(= {_n(s['commit_floor_ms_per_step'])} ms at the floor); p99 "
+            f"{_n(s['p99_ms_per_step'])} ms; {cfg['steps']} steps x {cfg['rounds']} rounds",
+        ),
+        (
+            "Same steps, memory store (no I/O)",
+            f"{_n(m['steps_per_s'], 0)} steps/s; {_n(m['ms_per_step'])} ms/step",
+            "the runtime's own CPU cost per step (and the memory store's JSON copies)",
+        ),
+    ]
+    large = res["steps"].get("sqlite_large")
+    if large:
+        rows.append(
+            (
+                f"Same steps on SQLite, {large['output_bytes']:,}-byte tool results",
+                f"{_n(large['steps_per_s'], 0)} steps/s; {_n(large['ms_per_step'])} ms/step",
+                f"{_n(large['x_small_outputs'], 1)}x the 100-byte case; the state every "
+                f"commit rewrites is {large['state_bytes'] / 1e3:,.0f} kB "
+                f"(vs {s['state_bytes'] / 1e3:,.1f} kB); {cfg['large_steps']} steps x "
+                f"{cfg['rounds']} rounds",
+            )
+        )
+    return rows
+
+
+BREAKDOWN_HEADERS = (
+    "Store",
+    "step",
+    "COMMIT (WAL write + fsync)",
+    "other SQL",
+    "Python in _write (state JSON)",
+    "seal + fold",
+    "outside commit",
+    "commits/step",
+)
+
+
+def breakdown_rows(res: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    labelled = [("SQLite", res["steps"]["sqlite"]), ("memory", res["steps"]["memory"])]
+    if "sqlite_large" in res["steps"]:
+        large = res["steps"]["sqlite_large"]
+        labelled.append((f"SQLite, {large['output_bytes']:,} B results", large))
+    rows = []
+    for label, x in labelled:
+        sql = label != "memory"
+        rows.append(
+            (
+                label,
+                _n(x["wall_ms_per_step"]),
+                _n(x["sql_commit_ms_per_step"]) if sql else "-",
+                _n(x["sql_other_ms_per_step"]) if sql else "-",
+                _n(x["write_python_ms_per_step"]),
+                _n(x["seal_fold_ms_per_step"]),
+                _n(x["other_ms_per_step"]),
+                _n(x["commits_per_step"], 1),
+            )
+        )
+    return rows
+
+
+def resume_rows(res: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (
+            f"{r['events']:,}",
+            _n(r["resume_ms"]),
+            f"{_n(r['resume_ms_range'][0])} - {_n(r['resume_ms_range'][1])}",
+            _n(r["open_ms"]),
+            _n(r["run_ms"]),
+            _n(r["load_ms"], 3),
+            _n(r["process_ms"], 0),
+            _n(r["bytes_per_event"], 0),
+            f"{r['db_bytes'] / 1e6:,.1f}",
+        )
+        for r in res["resume"]["sizes"]
+    ]
+
+
+RESUME_HEADERS = (
+    "History (events)",
+    "Open + 1 step (ms)",
+    "min - max (ms)",
+    "open (ms)",
+    "run (ms)",
+    "of which load (ms)",
+    "process (ms)",
+    "DB bytes/event",
+    "DB (MB)",
+)
+
+
+def machine_line(info: Mapping[str, Any]) -> str:
+    cores = info["cores"]
+    if info.get("usable_cores") not in (None, cores):
+        cores = f"{info['usable_cores']} of {cores}"
+    return (
+        f"{info['cpu']}, {cores} cores; Python {info['python']}; SQLite {info['sqlite']}; "
+        f"{info['os']}; databases on {info['filesystem']}"
+    )
+
+
+def show(res: Mapping[str, Any]) -> None:
+    console = Console()
+    if not console.is_terminal:  # piped or under make: do not wrap the tables at 80 columns
+        console = Console(width=160)
+    info = res["machine"]
+    console.print()
+    console.print(f"[bold]stead benchmarks[/bold], {info['date']} (git {info['git']})")
+    console.print(machine_line(info))
+    console.print(
+        f"load average {info['loadavg_start']} at start, {info.get('loadavg_end')} at end; "
+        f"the run took {res['duration_s']:.0f}s"
+    )
+    t = Table(title="Medians over rounds")
+    for h in ("Workload", "Median", "Notes"):
+        t.add_column(h)
+    for row in summary_rows(res):
+        t.add_row(*row)
+    console.print(t)
+    t = Table(title="Where a step's time goes (ms per step, averaged over each run)")
+    for h in BREAKDOWN_HEADERS:
+        t.add_column(h, justify="right")
+    for row in breakdown_rows(res):
+        t.add_row(*row)
+    console.print(t)
+    console.print(commit_sentence(res))
+    t = Table(title="Resume: new Runtime on the same file, run ONE step (fresh process)")
+    for h in RESUME_HEADERS:
+        t.add_column(h, justify="right")
+    for row in resume_rows(res):
+        t.add_row(*row)
+    console.print(t)
+    r = res["resume"]
+    if "ratio_largest_to_smallest" in r:
+        sizes = r["sizes"]
+        console.print(
+            f"{sizes[-1]['events']:,} events vs {sizes[0]['events']:,}: "
+            f"{r['ratio_largest_to_smallest']:.2f}x the resume time; "
+            f"{_n(r['marginal_bytes_per_event'], 0)} bytes per added event"
+        )
+
+
+# -- files ----------------------------------------------------------------------
+
+
+def commit_sentence(res: Mapping[str, Any]) -> str:
+    s, f = res["steps"]["sqlite"], res["floor"]
+    return (
+        f"On SQLite a step spends {_n(s['sql_commit_ms_per_step'])} ms in COMMIT "
+        f"({_n(s['ms_per_commit_statement'], 3)} ms per commit, against a floor of "
+        f"{_n(f['median_ms'], 3)} ms for a whole transaction) and "
+        f"{_n(s['wall_ms_per_step'] - s['sql_commit_ms_per_step'])} ms on everything else."
+    )
+
+
+def markdown(res: Mapping[str, Any]) -> str:
+    info, cfg = res["machine"], res["config"]
+    lines = [
+        f"Measured {info['date']} at git {info['git']}, with `python -m bench"
+        + (" " + " ".join(info["argv"]) if info["argv"] else "")
+        + f"`; the run took {res['duration_s']:.0f} s.",
+        "",
+        f"Machine: {machine_line(info)}. Load average {info['loadavg_start']} at the start, "
+        f"{info.get('loadavg_end')} at the end.",
+        "",
+        "| Workload | Median | Notes |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in summary_rows(res)]
+    lines += [
+        "",
+        "Where a step's time goes (ms per step, averaged over each run, medians over rounds; "
+        "for the memory store, the Python column is its own copying of the state):",
+        "",
+        "| " + " | ".join(BREAKDOWN_HEADERS) + " |",
+        "|" + "---|" * len(BREAKDOWN_HEADERS),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in breakdown_rows(res)]
+    lines += [
+        "",
+        commit_sentence(res),
+        "",
+        f"Resume: a fresh process opens a new `Runtime` on the same file and runs ONE step; "
+        f"{cfg['resume_reps']} runs per size, alternating sizes.",
+        "",
+        "| " + " | ".join(RESUME_HEADERS) + " |",
+        "|" + "---|" * len(RESUME_HEADERS),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in resume_rows(res)]
+    r = res["resume"]
+    if "ratio_largest_to_smallest" in r:
+        sizes = r["sizes"]
+        lines += [
+            "",
+            f"Resume at {sizes[-1]['events']:,} events takes "
+            f"{r['ratio_largest_to_smallest']:.2f}x the time at {sizes[0]['events']:,}. "
+            f"Each event added between {sizes[-2]['events']:,} and {sizes[-1]['events']:,} "
+            f"took {_n(r['marginal_bytes_per_event'], 0)} bytes of database.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write(res: Mapping[str, Any], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (
+        ("latest.json", json.dumps(res, indent=2, sort_keys=False) + "\n"),
+        ("latest.md", markdown(res)),
+    ):
+        path = out / name
+        tmp = out / f"{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        written.append(path)
+    return written

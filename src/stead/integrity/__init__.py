@@ -1,0 +1,1 @@
+"""Integrity: checking that what is stored is what happened."""
