@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stead.errors import LeaseHeld, NotFound, StaleEpoch, StoreError, VersionConflict
-from stead.journal import Event, Kind, NewEvent, verify_chain
+from stead.journal import Event, Kind, NewEvent, seal, verify_chain
 from stead.state import State, fold
 from stead.store.base import AgentRecord, Lease, Store
 
@@ -416,3 +416,19 @@ def test_unknown_agent_ids_raise_not_found(store: Store) -> None:
         store.commit(ghost, batch(0), epoch=0, at=T0)
     assert store.get_lease("ag_nope") is None
     assert [a.agent_id for a in store.list_agents()] == ["ag_1"]
+
+
+def test_append_refuses_events_that_do_not_continue_the_chain(store: Store) -> None:
+    rec = AgentRecord("ag_app", "default", "n", {}, 1.0)
+    state = store.create_agent(
+        rec, [NewEvent("agent_created", {"tenant": "default", "name": "n"})], 1.0
+    )
+    good = seal("ag_app", 2, state.head_hash, 2.0, 0, [NewEvent("memory_written", {"values": {}})])
+    gap = seal("ag_app", 3, state.head_hash, 2.0, 0, [NewEvent("memory_written", {"values": {}})])
+    with pytest.raises(StoreError, match="do not continue the chain"):
+        store.append(gap, fold(gap, state), expected_version=1, epoch=0, at=2.0)
+    with pytest.raises(StoreError, match="not the state after"):
+        store.append(good, state, expected_version=1, epoch=0, at=2.0)
+    assert store.load_state("ag_app").version == 1
+    store.append(good, fold(good, state), expected_version=1, epoch=0, at=2.0)
+    assert store.load_state("ag_app").version == 2

@@ -250,3 +250,31 @@ def test_the_state_keeps_a_clip_of_big_outputs_and_the_journal_all(
     results = [e for e in runtime.store.read_events(agent) if e.kind == Kind.TOOL_RESULT]
     assert results[1].data["output"] == big
     assert results[0].data["args"]["content"] == big
+
+
+def test_a_step_with_one_idempotent_call_is_one_commit(runtime: Runtime, tmp_path: Path) -> None:
+    steps = 6
+    script: list[Any] = [
+        {"actions": [{"tool": "idem"}, {"remember": {"n": n}}]} for n in range(steps)
+    ] + [{"finish": "x"}]
+    agent = make_agent(runtime, tmp_path, script)
+    commits: list[list[str]] = []
+    runtime.run(agent, tools=TOOLS, on_commit=lambda evs: commits.append([e.kind for e in evs]))
+    # activation start, then one commit per step (each carrying the step before's
+    # result and end together with its own decision and intent), then the finish
+    assert len(commits) == 1 + steps + 1
+    for batch in commits[2:-1]:
+        assert batch == [
+            "tool_result",
+            "memory_written",
+            "step_completed",
+            "decision",
+            "tool_intent",
+        ]
+
+
+def test_an_effectful_result_is_committed_at_once(runtime: Runtime, tmp_path: Path) -> None:
+    agent = make_agent(runtime, tmp_path, [{"tool": "plain"}, {"finish": "x"}])
+    commits: list[list[str]] = []
+    runtime.run(agent, tools=TOOLS, on_commit=lambda evs: commits.append([e.kind for e in evs]))
+    assert ["tool_result"] in commits

@@ -5,14 +5,21 @@ It is created per run, owns everything agent-specific it touches (workspace
 handle, random generator, buffered events), and is dropped when it ends, so
 nothing of one agent survives into the next one a worker runs.
 
-Durability points within a step, in order:
+When events are committed (:meth:`Activation.flush`):
 
-1. the decision is committed before any of its actions happens;
-2. before a tool that is not ``read_only`` runs, its intent is committed
-   (together with anything buffered, such as earlier results);
-3. after each such tool, its result and the workspace delta it caused are
-   buffered and committed no later than the next intent or the step's end;
-4. the step ends with ``step_completed`` and the remaining workspace delta.
+1. before a tool that is not ``read_only`` runs: its intent, together with the
+   decision it came from and everything emitted before it (the previous step's
+   results, memory writes and end), in one transaction;
+2. right after an ``effectful`` tool returns: its result, so the window in
+   which a crash leaves an effect's outcome unknown is the call itself;
+3. when the activation stops (finished, waiting, needs attention, limit), and
+   whenever 256 events or a second have gone by without a commit.
+
+So an agent whose steps each make one idempotent call commits once per step.
+A decision is never acted on before it is committed, except by ``read_only``
+tools, and nothing is lost but work that can be redone: a crash undoes at most
+the uncommitted tail (decisions not yet acted on are asked for again; read-only
+and idempotent calls run again with the same idempotency key).
 
 A crash between any two points leaves a state that :mod:`.recovery` can finish
 without asking the model again or repeating an effect.
@@ -31,16 +38,20 @@ from ..canonical import dumps
 from ..clock import Clock
 from ..errors import ModelError, ToolError
 from ..ids import new_id, seeded_rng
-from ..journal import Event, Kind, NewEvent
+from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.workspace import Manifest, Workspace, diff
-from ..state import State
+from ..state import State, apply
 from ..store.base import AgentRecord, Lease, Store
 from ..tools.base import Effect, Tool, ToolContext
 from .context import render
 from .heartbeat import Heartbeat
 
 LEASE_TTL = 30.0
+MAX_BUFFERED = 256
+"""Flush at least every this many events, to bound what a crash can undo."""
+MAX_UNFLUSHED_SECONDS = 1.0
+"""...and before asking the model once this long has passed since the last flush."""
 MAX_RESULT_CHARS = 64 * 1024
 
 
@@ -120,7 +131,9 @@ class Activation:
         self.lease_ttl = lease_ttl
         self.lease: Lease | None = None
         self.state = State()
-        self.buffer: list[NewEvent] = []
+        self.buffer: list[Event] = []
+        self.committed_version = 0
+        self._flushed_at = 0.0
         self.manifest: Manifest = {}
         self.dirty = False
         self.rng = seeded_rng(os.urandom(16).hex())
@@ -142,6 +155,7 @@ class Activation:
         self._renewed_at = now
         self._heartbeat = Heartbeat(self.store, self.lease, self.lease_ttl, self.clock).start()
         self.state = self.store.load_state(self.record.agent_id)
+        self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
 
     def stop_heartbeat(self) -> None:
@@ -156,9 +170,27 @@ class Activation:
             self.lease = None
 
     def emit(self, kind: str, **data: Any) -> None:
-        self.buffer.append(NewEvent(kind, data))
+        self.emit_event(NewEvent(kind, data))
+
+    def emit_event(self, new: NewEvent) -> None:
+        """Seal an event onto the chain and fold it into the state, uncommitted.
+
+        ``self.state`` always includes everything emitted; the store holds it
+        only after :meth:`flush`. Anything not yet flushed is lost if the worker
+        dies, which is why :meth:`flush` is called before every effect.
+        """
+        assert self.lease is not None
+        s = self.state
+        (ev,) = seal(
+            s.agent_id, s.version + 1, s.head_hash, self.clock.now(), self.lease.epoch, [new]
+        )
+        self.state = apply(s, ev)
+        self.buffer.append(ev)
+        if len(self.buffer) >= MAX_BUFFERED:
+            self.flush()
 
     def flush(self) -> None:
+        """Commit everything emitted so far, in one transaction."""
         if not self.buffer:
             return
         assert self.lease is not None
@@ -167,9 +199,17 @@ class Activation:
             self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
             self._renewed_at = now
         events, self.buffer = self.buffer, []
-        sealed, self.state = self.store.commit(self.state, events, epoch=self.lease.epoch, at=now)
+        self.store.append(
+            events,
+            self.state,
+            expected_version=self.committed_version,
+            epoch=self.lease.epoch,
+            at=now,
+        )
+        self.committed_version = self.state.version
+        self._flushed_at = now
         if self.on_commit is not None:
-            self.on_commit(sealed)
+            self.on_commit(events)
 
     def ctx_for(self, call_id: str) -> ToolContext:
         return ToolContext(
@@ -214,6 +254,8 @@ class Activation:
         return made
 
     def decide(self) -> bool:
+        if self.buffer and self.clock.now() - self._flushed_at > MAX_UNFLUSHED_SECONDS:
+            self.flush()
         context = render(self.state, self.record.spec, self.tools)
         try:
             decision = self.model.decide(context)
@@ -237,7 +279,7 @@ class Activation:
             model=self.model.name,
             actions=actions,
         )
-        self.flush()
+        # not flushed yet: it is committed with the first intent, before any effect
         return True
 
     def execute_inflight(self) -> None:
@@ -267,7 +309,6 @@ class Activation:
                 self.emit(Kind.INPUT_REQUESTED, action=index, prompt=action.get("prompt", ""))
         step_delta = self.scan_delta() if self.dirty else {}
         self.emit(Kind.STEP_COMPLETED, step=inflight["step"], **step_delta)
-        self.flush()
 
     def run_tool(self, index: int, action: dict[str, Any]) -> None:
         call_id, name, args = action["call_id"], action["tool"], action.get("args", {})
@@ -314,6 +355,10 @@ class Activation:
             **result,
             **delta,
         )
+        if t.effect is Effect.EFFECTFUL:
+            # an effect that cannot be safely repeated: shrink the window in which
+            # a crash would leave its outcome unknown to this one call
+            self.flush()
 
 
 def _describe(exc: BaseException) -> str:

@@ -162,7 +162,8 @@ class Runtime:
         )
         act.acquire()
         try:
-            act.buffer.extend(build(act.state))
+            for new in build(act.state):
+                act.emit_event(new)
             act.flush()
             return act.state
         finally:

@@ -25,11 +25,12 @@ Atomicity guarantees every backend gives (the conformance suite checks them):
 from __future__ import annotations
 
 import abc
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import NotFound
+from ..errors import NotFound, StoreError
 from ..journal import Event, NewEvent, seal
 from ..state import State, apply, fold
 
@@ -137,6 +138,46 @@ class Store(abc.ABC):
             state.agent_id, sealed, new_state, expected_version=state.version, epoch=epoch, at=at
         )
         return sealed, new_state
+
+    def append(
+        self,
+        events: Sequence[Event],
+        state: State,
+        *,
+        expected_version: int,
+        epoch: int,
+        at: float,
+    ) -> None:
+        """Store events already sealed onto the chain, and the state they fold to.
+
+        For writers that seal and fold as they go (an activation batching a
+        step's events): ``events`` must continue the chain from
+        ``expected_version`` and ``state`` must be their fold onto the stored
+        state, which :func:`stead.integrity.audit.audit` can check afterwards.
+        """
+        if not events:
+            return
+        first = events[0]
+        if first.seq != expected_version + 1 or any(
+            b.seq != a.seq + 1 or b.prev_hash != a.hash for a, b in itertools.pairwise(events)
+        ):
+            raise StoreError(
+                f"agent {first.agent_id}: events to append do not continue the chain from "
+                f"version {expected_version}"
+            )
+        if state.version != events[-1].seq or state.head_hash != events[-1].hash:
+            raise StoreError(
+                f"agent {first.agent_id}: the state to store is not the state after the "
+                "last event appended"
+            )
+        self._write(
+            first.agent_id,
+            events,
+            state,
+            expected_version=expected_version,
+            epoch=epoch,
+            at=at,
+        )
 
     @abc.abstractmethod
     def _write(
