@@ -345,3 +345,19 @@ if __name__ == "__main__":
     if sys.argv[1:2] != ["--write-golden"] or len(sys.argv) > 3:
         sys.exit(f"usage: {sys.argv[0]} --write-golden [PATH]   (read the module docstring first)")
     _write_golden(Path(sys.argv[2]) if len(sys.argv) == 3 else GOLDEN_V1)
+
+
+@given(
+    agent_id=st.text(max_size=20),
+    seq=st.integers(min_value=1, max_value=10**9),
+    kind=st.text(max_size=20),
+    at=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+)
+def test_the_hand_written_header_is_canonical_json(
+    agent_id: str, seq: int, kind: str, at: float
+) -> None:
+    from stead.canonical import dumps, sha256_hex
+    from stead.journal import event_hash
+
+    header = dumps({"agent_id": agent_id, "seq": seq, "kind": kind, "at": float(at)})
+    assert event_hash(agent_id, seq, kind, at, "{}", "p") == sha256_hex(f"p\n{header}\n{{}}")

@@ -14,7 +14,7 @@ thousand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -70,7 +70,7 @@ class State:
         return [g for g in self.goals if g["status"] == "open"]
 
 
-def _advance(inflight: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] | None:
+def _advance(inflight: dict[str, Any] | None, data: Mapping[str, Any]) -> dict[str, Any] | None:
     """Mark the in-flight decision's action ``data['action']`` as done."""
     if inflight is None or data.get("action") is None:
         return inflight
@@ -99,8 +99,18 @@ def _remember_call(s: State, summary: dict[str, Any]) -> None:
 
 def apply(state: State, ev: Event) -> State:
     """Return the state after ``ev``. Pure: ``state`` is not changed."""
-    s = replace(state)
-    d: dict[str, Any] = dict(ev.data)
+    return apply_in_place(replace(state), ev)
+
+
+def apply_in_place(s: State, ev: Event) -> State:
+    """Apply ``ev`` to ``s`` itself and return it.
+
+    Only the top-level object changes: every container in it is replaced, never
+    mutated, so anything that kept a reference to an earlier container still
+    sees the earlier value. For a writer that owns its state object (an
+    activation); everyone else uses :func:`apply`.
+    """
+    d: Mapping[str, Any] = ev.data
     k = ev.kind
     if k == Kind.AGENT_CREATED:
         s.agent_id = ev.agent_id
@@ -208,7 +218,7 @@ def apply(state: State, ev: Event) -> State:
     return s
 
 
-def _apply_delta(s: State, d: dict[str, Any]) -> None:
+def _apply_delta(s: State, d: Mapping[str, Any]) -> None:
     changed = d.get("changed")
     removed = d.get("removed")
     if not changed and not removed:
@@ -222,7 +232,7 @@ def _apply_delta(s: State, d: dict[str, Any]) -> None:
 
 def fold(events: Iterable[Event], state: State | None = None) -> State:
     """Fold events, in order, onto ``state`` (or an empty state)."""
-    s = state if state is not None else State()
+    s = replace(state) if state is not None else State()
     for ev in events:
-        s = apply(s, ev)
+        apply_in_place(s, ev)
     return s

@@ -278,3 +278,15 @@ def test_an_effectful_result_is_committed_at_once(runtime: Runtime, tmp_path: Pa
     commits: list[list[str]] = []
     runtime.run(agent, tools=TOOLS, on_commit=lambda evs: commits.append([e.kind for e in evs]))
     assert ["tool_result"] in commits
+
+
+def test_the_context_hash_is_the_digest_of_text_and_tool_schemas(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    from stead.canonical import digest
+
+    agent = make_agent(runtime, tmp_path, [{"tool": "list_files"}, {"finish": "x"}])
+    state = runtime.run(agent).state
+    record = runtime.store.get_record(agent)
+    ctx = render(state, record.spec, runtime.tools_for(record))
+    assert ctx.hash == digest({"text": ctx.text, "tools": ctx.tools})

@@ -41,10 +41,10 @@ from ..ids import new_id, seeded_rng
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.workspace import Manifest, Workspace, diff
-from ..state import State, apply
+from ..state import State, apply_in_place
 from ..store.base import AgentRecord, Lease, Store
 from ..tools.base import Effect, Tool, ToolContext
-from .context import render
+from .context import Renderer
 from .heartbeat import Heartbeat
 
 LEASE_TTL = 30.0
@@ -131,6 +131,7 @@ class Activation:
         self.lease_ttl = lease_ttl
         self.lease: Lease | None = None
         self.state = State()
+        self.renderer = Renderer(record.spec, self.tools)
         self.buffer: list[Event] = []
         self.committed_version = 0
         self._flushed_at = 0.0
@@ -184,7 +185,7 @@ class Activation:
         (ev,) = seal(
             s.agent_id, s.version + 1, s.head_hash, self.clock.now(), self.lease.epoch, [new]
         )
-        self.state = apply(s, ev)
+        apply_in_place(s, ev)  # this activation owns its state object
         self.buffer.append(ev)
         if len(self.buffer) >= MAX_BUFFERED:
             self.flush()
@@ -256,7 +257,7 @@ class Activation:
     def decide(self) -> bool:
         if self.buffer and self.clock.now() - self._flushed_at > MAX_UNFLUSHED_SECONDS:
             self.flush()
-        context = render(self.state, self.record.spec, self.tools)
+        context = self.renderer.render(self.state)
         try:
             decision = self.model.decide(context)
         except ModelError as exc:

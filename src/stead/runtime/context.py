@@ -13,9 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..canonical import digest, dumps
+from ..canonical import dumps, sha256_hex
 from ..models.base import RenderedContext
-from ..state import State
+from ..state import RECENT_CALLS, State
 from ..tools.base import Tool
 
 
@@ -24,44 +24,78 @@ def _short(value: Any) -> str:
     return value if isinstance(value, str) else dumps(value)
 
 
+def _call_line(c: Mapping[str, Any]) -> str:
+    outcome = f"ok: {_short(c.get('output'))}" if c["ok"] else f"error: {c.get('error')}"
+    return f"- {c['call_id']} {c['tool']}({_short(c.get('args') or {})}) -> {outcome}"
+
+
+class Renderer:
+    """Renders one agent's contexts; made per activation and dropped with it.
+
+    It remembers what does not change between steps (the tool schemas, the
+    text of each recent call) so a step renders only what is new. The output
+    is exactly :func:`render`'s.
+    """
+
+    def __init__(self, spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> None:
+        self.spec = spec
+        self.schemas = [
+            {
+                "name": t.name,
+                "effect": t.effect.value,
+                "description": t.description,
+                "parameters": dict(t.schema),
+            }
+            for t in sorted(tools.values(), key=lambda t: t.name)
+        ]
+        self._schemas_json = dumps(self.schemas)
+        self._lines: dict[str, str] = {}
+
+    def _line(self, c: Mapping[str, Any]) -> str:
+        line = self._lines.get(c["call_id"])
+        if line is None:
+            if len(self._lines) > 4 * RECENT_CALLS:
+                self._lines.clear()
+            line = self._lines[c["call_id"]] = _call_line(c)
+        return line
+
+    def render(self, state: State) -> RenderedContext:
+        """Render the context for the agent's next decision."""
+        spec = self.spec
+        lines = [
+            f"# Agent {spec['name']}",
+            "",
+            "## Instructions",
+            spec.get("instructions") or "(none)",
+        ]
+        lines += ["", "## Goals"]
+        lines += [f"- [{g['status']}] {g['id']}: {g['description']}" for g in state.goals] or [
+            "(none)"
+        ]
+        lines += ["", "## Memory"]
+        lines.append(
+            json.dumps(state.memory, sort_keys=True, indent=2, ensure_ascii=False)
+            if state.memory
+            else "(empty)"
+        )
+        lines += ["", f"## Recent tool calls ({len(state.recent_calls)} of {state.calls_total})"]
+        lines += [self._line(c) for c in state.recent_calls] or ["(none)"]
+        lines += ["", "## Messages"]
+        lines += [f"- {m}" for m in state.inbox] or ["(none)"]
+        lines += ["", "## Workspace", f"{len(state.manifest)} files"]
+        lines += [
+            "",
+            "## Step",
+            f"{state.decisions + 1} of at most {spec.get('limits', {}).get('max_steps', '?')}",
+        ]
+        text = "\n".join(lines) + "\n"
+        # the canonical JSON of {"text": text, "tools": schemas}, built from parts
+        hashed = f'{{"text":{dumps(text)},"tools":{self._schemas_json}}}'
+        return RenderedContext(
+            text=text, hash=sha256_hex(hashed), step=state.decisions, tools=self.schemas
+        )
+
+
 def render(state: State, spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> RenderedContext:
     """Render the context for the agent's next decision."""
-    lines = [f"# Agent {spec['name']}", "", "## Instructions", spec.get("instructions") or "(none)"]
-    lines += ["", "## Goals"]
-    lines += [f"- [{g['status']}] {g['id']}: {g['description']}" for g in state.goals] or ["(none)"]
-    lines += ["", "## Memory"]
-    lines.append(
-        json.dumps(state.memory, sort_keys=True, indent=2, ensure_ascii=False)
-        if state.memory
-        else "(empty)"
-    )
-    lines += ["", f"## Recent tool calls ({len(state.recent_calls)} of {state.calls_total})"]
-    for c in state.recent_calls:
-        outcome = f"ok: {_short(c.get('output'))}" if c["ok"] else f"error: {c.get('error')}"
-        lines.append(f"- {c['call_id']} {c['tool']}({_short(c.get('args') or {})}) -> {outcome}")
-    if not state.recent_calls:
-        lines.append("(none)")
-    lines += ["", "## Messages"]
-    lines += [f"- {m}" for m in state.inbox] or ["(none)"]
-    lines += ["", "## Workspace", f"{len(state.manifest)} files"]
-    lines += [
-        "",
-        "## Step",
-        f"{state.decisions + 1} of at most {spec.get('limits', {}).get('max_steps', '?')}",
-    ]
-    text = "\n".join(lines) + "\n"
-    schemas = [
-        {
-            "name": t.name,
-            "effect": t.effect.value,
-            "description": t.description,
-            "parameters": dict(t.schema),
-        }
-        for t in sorted(tools.values(), key=lambda t: t.name)
-    ]
-    return RenderedContext(
-        text=text,
-        hash=digest({"text": text, "tools": schemas}),
-        step=state.decisions,
-        tools=schemas,
-    )
+    return Renderer(spec, tools).render(state)
