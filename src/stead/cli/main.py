@@ -24,7 +24,7 @@ from ..errors import (
     ToolError,
     UsageError,
 )
-from . import agents, demo, inspect
+from . import agents, demo, inspect, work
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 
 
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     agents.register(sub, common)
     inspect.register(sub, common)
+    work.register(sub, common)
     demo.register(sub, common)
     return parser
 

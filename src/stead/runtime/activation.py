@@ -42,9 +42,10 @@ from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State, apply_in_place
-from ..store.base import AgentRecord, Lease, Store
+from ..store.base import AgentRecord, Batch, Lease, Store
 from ..tools.base import Effect, Tool, ToolContext
 from .context import Renderer
+from .groupcommit import GroupCommitter
 from .heartbeat import Heartbeat
 
 LEASE_TTL = 30.0
@@ -120,6 +121,7 @@ class Activation:
         owner: str | None = None,
         lease_ttl: float = LEASE_TTL,
         on_commit: Callable[[Sequence[Event]], None] | None = None,
+        committer: GroupCommitter | None = None,
     ) -> None:
         self.store = store
         self.record = record
@@ -141,6 +143,7 @@ class Activation:
         self._renewed_at = 0.0
         self._heartbeat: Heartbeat | None = None
         self.on_commit = on_commit
+        self.committer = committer
 
     # -- lease and commits ------------------------------------------------------
 
@@ -200,13 +203,18 @@ class Activation:
             self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
             self._renewed_at = now
         events, self.buffer = self.buffer, []
-        self.store.append(
-            events,
-            self.state,
-            expected_version=self.committed_version,
-            epoch=self.lease.epoch,
-            at=now,
-        )
+        if self.committer is not None:
+            self.committer.submit(
+                Batch(events, self.state, self.committed_version, self.lease.epoch)
+            )
+        else:
+            self.store.append(
+                events,
+                self.state,
+                expected_version=self.committed_version,
+                epoch=self.lease.epoch,
+                at=now,
+            )
         self.committed_version = self.state.version
         self._flushed_at = now
         if self.on_commit is not None:

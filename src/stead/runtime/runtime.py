@@ -29,6 +29,7 @@ from ..store.blobs import BlobStore
 from ..tools.base import Tool
 from ..tools.registry import load_tools
 from .activation import LEASE_TTL, Activation, Outcome
+from .groupcommit import GroupCommitter
 from .recovery import recover
 
 RESOLUTIONS = ("done", "retry", "abort")
@@ -114,12 +115,14 @@ class Runtime:
         tools: Mapping[str, Tool] | None = None,
         max_steps: int | None = None,
         on_commit: Callable[[Sequence[Event]], None] | None = None,
+        committer: GroupCommitter | None = None,
     ) -> Outcome:
         """Take the agent's lease, recover, and run it until it stops.
 
         ``max_steps`` bounds the decisions made in this activation (the spec's
         limit bounds the agent's whole life). Raises
         :class:`~stead.errors.LeaseHeld` if another live worker runs it.
+        With a ``committer``, its commits are grouped with other agents'.
         """
         record = self.store.get_record(agent_id)
         act = Activation(
@@ -131,6 +134,7 @@ class Runtime:
             self.clock,
             lease_ttl=self.lease_ttl,
             on_commit=on_commit,
+            committer=committer,
         )
         act.acquire()
         try:

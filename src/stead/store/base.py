@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import NotFound, StoreError
+from ..errors import NotFound, SteadError, StoreError
 from ..journal import Event, NewEvent, seal
 from ..state import State, apply, fold
 
@@ -73,6 +73,34 @@ class AgentSummary:
     status: str
     version: int
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One agent's sealed events and the state they fold to, ready to append."""
+
+    events: Sequence[Event]
+    state: State
+    expected_version: int
+    epoch: int
+
+
+def check_batch(batch: Batch) -> None:
+    """Refuse a batch whose events do not continue its chain or whose state is not theirs."""
+    events = batch.events
+    first = events[0]
+    if first.seq != batch.expected_version + 1 or any(
+        b.seq != a.seq + 1 or b.prev_hash != a.hash for a, b in itertools.pairwise(events)
+    ):
+        raise StoreError(
+            f"agent {first.agent_id}: events to append do not continue the chain from "
+            f"version {batch.expected_version}"
+        )
+    if batch.state.version != events[-1].seq or batch.state.head_hash != events[-1].hash:
+        raise StoreError(
+            f"agent {first.agent_id}: the state to store is not the state after the "
+            "last event appended"
+        )
 
 
 def lease_held_message(lease: Lease, now: float) -> str:
@@ -157,27 +185,33 @@ class Store(abc.ABC):
         """
         if not events:
             return
-        first = events[0]
-        if first.seq != expected_version + 1 or any(
-            b.seq != a.seq + 1 or b.prev_hash != a.hash for a, b in itertools.pairwise(events)
-        ):
-            raise StoreError(
-                f"agent {first.agent_id}: events to append do not continue the chain from "
-                f"version {expected_version}"
-            )
-        if state.version != events[-1].seq or state.head_hash != events[-1].hash:
-            raise StoreError(
-                f"agent {first.agent_id}: the state to store is not the state after the "
-                "last event appended"
-            )
+        batch = Batch(events, state, expected_version, epoch)
+        check_batch(batch)
         self._write(
-            first.agent_id,
+            events[0].agent_id,
             events,
             state,
             expected_version=expected_version,
             epoch=epoch,
             at=at,
         )
+
+    def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
+        """Append several agents' batches; report each one's refusal (or None).
+
+        Backends that can put them in one transaction do (group commit); this
+        default stores them one by one with the same per-batch outcome.
+        """
+        results: list[SteadError | None] = []
+        for b in batches:
+            try:
+                self.append(
+                    b.events, b.state, expected_version=b.expected_version, epoch=b.epoch, at=at
+                )
+                results.append(None)
+            except (StoreError, NotFound) as exc:
+                results.append(exc)
+        return results
 
     @abc.abstractmethod
     def _write(

@@ -32,12 +32,21 @@ from ..errors import (
     NotFound,
     SchemaTooNew,
     StaleEpoch,
+    SteadError,
     StoreError,
     VersionConflict,
 )
 from ..journal import Event
 from ..state import State
-from .base import AgentRecord, AgentSummary, Lease, Store, lease_held_message
+from .base import (
+    AgentRecord,
+    AgentSummary,
+    Batch,
+    Lease,
+    Store,
+    check_batch,
+    lease_held_message,
+)
 from .sqlite_migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 10_000
@@ -225,33 +234,73 @@ class SqliteStore(Store):
         at: float,
     ) -> None:
         with self._tx() as db:
-            row = db.execute(
-                "SELECT version FROM agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"no agent with id {agent_id}")
-            lease = db.execute(
-                "SELECT epoch FROM leases WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            current_epoch = int(lease[0]) if lease else 0
-            if epoch != current_epoch:
-                raise StaleEpoch(
-                    f"agent {agent_id}: write under lease epoch {epoch} refused, "
-                    f"the current epoch is {current_epoch}; another worker has "
-                    "taken over this agent"
-                )
-            if int(row[0]) != expected_version:
-                raise VersionConflict(
-                    f"agent {agent_id}: write based on version "
-                    f"{expected_version} refused, the agent is at "
-                    f"version {row[0]}; reload and retry"
-                )
-            self._insert_events(db, events)
-            db.execute(
-                "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ? "
-                "WHERE agent_id = ?",
-                (state.version, state.status, dumps(state.to_json()), at, agent_id),
+            self._write_in(db, agent_id, events, state, expected_version, epoch, at)
+
+    def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
+        """Every batch in one transaction, so many agents' steps share one fsync.
+
+        A batch that is refused (stale epoch, lost update, bad chain) is rolled
+        back to its savepoint and reported; the others are stored.
+        """
+        results: list[SteadError | None] = []
+        with self._tx() as db:
+            for b in batches:
+                try:
+                    check_batch(b)
+                    db.execute("SAVEPOINT batch")
+                    try:
+                        self._write_in(
+                            db,
+                            b.events[0].agent_id,
+                            b.events,
+                            b.state,
+                            b.expected_version,
+                            b.epoch,
+                            at,
+                        )
+                    except BaseException:
+                        db.execute("ROLLBACK TO batch")
+                        raise
+                    finally:
+                        db.execute("RELEASE batch")
+                    results.append(None)
+                except (StoreError, NotFound) as exc:
+                    results.append(exc)
+        return results
+
+    def _write_in(
+        self,
+        db: sqlite3.Connection,
+        agent_id: str,
+        events: Sequence[Event],
+        state: State,
+        expected_version: int,
+        epoch: int,
+        at: float,
+    ) -> None:
+        row = db.execute("SELECT version FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no agent with id {agent_id}")
+        lease = db.execute("SELECT epoch FROM leases WHERE agent_id = ?", (agent_id,)).fetchone()
+        current_epoch = int(lease[0]) if lease else 0
+        if epoch != current_epoch:
+            raise StaleEpoch(
+                f"agent {agent_id}: write under lease epoch {epoch} refused, "
+                f"the current epoch is {current_epoch}; another worker has "
+                "taken over this agent"
             )
+        if int(row[0]) != expected_version:
+            raise VersionConflict(
+                f"agent {agent_id}: write based on version "
+                f"{expected_version} refused, the agent is at "
+                f"version {row[0]}; reload and retry"
+            )
+        self._insert_events(db, events)
+        db.execute(
+            "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ? "
+            "WHERE agent_id = ?",
+            (state.version, state.status, dumps(state.to_json()), at, agent_id),
+        )
 
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None

@@ -1,0 +1,94 @@
+"""``stead work``: run every runnable agent in the store."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import time
+from types import FrameType
+
+from rich.table import Table
+
+from ..runtime.worker import Worker, WorkerReport
+from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, err, open_runtime, out, wants_json
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    p = sub.add_parser(
+        "work", parents=[common], help="run every runnable agent, many at a time, with group commit"
+    )
+    p.add_argument("--concurrency", type=int, default=32, help="agents run at once (default 32)")
+    p.add_argument("--tenant", help="only this tenant's agents")
+    p.add_argument(
+        "--forever",
+        action="store_true",
+        help="keep looking for work until stopped (SIGTERM or Ctrl-C)",
+    )
+    p.add_argument(
+        "--poll",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --forever, how often to look for work (default 1)",
+    )
+    p.set_defaults(func=cmd_work)
+
+
+def cmd_work(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    worker = Worker(rt, concurrency=args.concurrency, tenant=args.tenant)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        err.print("stopping: no new agents will start; running activations finish")
+        worker.stop()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    total = WorkerReport()
+    try:
+        while True:
+            report = worker.run_until_idle()
+            _merge(total, report)
+            if not args.forever or worker.stopping:
+                break
+            time.sleep(args.poll)
+    except KeyboardInterrupt:
+        worker.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        rt.close()
+    if wants_json(args):
+        emit_json(
+            {
+                "ran": total.ran,
+                "busy": total.busy,
+                "errors": total.errors,
+                "steps": total.steps,
+                "commits": total.commits,
+                "batches": total.batches,
+            }
+        )
+    else:
+        table = Table("agent", "status", box=None)
+        for agent_id, status in sorted(total.ran.items()):
+            table.add_row(agent_id, status)
+        for agent_id in total.busy:
+            table.add_row(agent_id, "[yellow]held by another worker[/]")
+        for agent_id, message in total.errors.items():
+            table.add_row(agent_id, f"[red]error[/]: {message}")
+        out.print(table)
+        out.print(
+            f"{len(total.ran)} agents, {total.steps} steps, {total.batches} batches in "
+            f"{total.commits} commits"
+        )
+    return EXIT_FAILED if total.errors else EXIT_COMPLETED
+
+
+def _merge(total: WorkerReport, report: WorkerReport) -> None:
+    total.ran.update(report.ran)
+    total.busy = sorted(set(total.busy) | set(report.busy))
+    total.errors.update(report.errors)
+    total.steps += report.steps
+    total.commits += report.commits
+    total.batches += report.batches

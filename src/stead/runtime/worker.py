@@ -1,0 +1,112 @@
+"""A worker: runs every runnable agent in a store, many at a time.
+
+The worker looks for agents whose status says there is work (``created`` or
+``running``), runs each in its own activation on a pool of threads, and groups
+their commits (:mod:`.groupcommit`). An agent another live worker holds is
+skipped; one whose holder died on this host is taken over at once, which is
+what brings a killed worker's agents back as soon as a new worker starts.
+
+Threads, not processes: a step spends most of its time waiting for a commit or
+a tool, and the commits are what grouping saves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..errors import LeaseHeld, SteadError
+from .activation import Outcome
+from .groupcommit import GroupCommitter
+from .runtime import Runtime
+
+RUNNABLE = ("created", "running")
+
+
+@dataclass(slots=True)
+class WorkerReport:
+    """What one pass over the store did."""
+
+    ran: dict[str, str] = field(default_factory=dict)
+    busy: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    steps: int = 0
+    commits: int = 0
+    batches: int = 0
+
+
+class Worker:
+    """Runs a store's runnable agents with bounded concurrency and group commit."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        concurrency: int = 32,
+        tenant: str | None = None,
+        on_outcome: Callable[[str, Outcome], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.runtime = runtime
+        self.concurrency = concurrency
+        self.tenant = tenant
+        self.on_outcome = on_outcome
+        self._stop = threading.Event()
+
+    def runnable(self) -> list[str]:
+        return [
+            a.agent_id for a in self.runtime.store.list_agents(self.tenant) if a.status in RUNNABLE
+        ]
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Ask the worker to start no more agents (running ones finish their activation)."""
+        self._stop.set()
+
+    def run_until_idle(self, max_passes: int = 100) -> WorkerReport:
+        """Run agents until none is left that this worker can run."""
+        report = WorkerReport()
+        committer = GroupCommitter(self.runtime.store, self.runtime.clock)
+        try:
+            with ThreadPoolExecutor(self.concurrency, thread_name_prefix="stead-agent") as pool:
+                for _ in range(max_passes):
+                    todo = [
+                        a
+                        for a in self.runnable()
+                        if a not in report.busy and a not in report.errors
+                    ]
+                    if not todo or self._stop.is_set():
+                        break
+                    futures = {a: pool.submit(self._run_one, a, committer) for a in todo}
+                    for agent_id, future in futures.items():
+                        self._collect(agent_id, future, report)
+        finally:
+            committer.close()
+            report.commits, report.batches = committer.commits, committer.batches
+        return report
+
+    def _run_one(self, agent_id: str, committer: GroupCommitter) -> Outcome | None:
+        if self._stop.is_set():
+            return None
+        return self.runtime.run(agent_id, committer=committer)
+
+    def _collect(self, agent_id: str, future: Future[Outcome | None], report: WorkerReport) -> None:
+        try:
+            outcome = future.result()
+        except LeaseHeld:
+            report.busy.append(agent_id)
+            return
+        except Exception as exc:  # one agent's failure must not stop the others
+            report.errors[agent_id] = str(exc) if isinstance(exc, SteadError) else repr(exc)
+            return
+        if outcome is None:
+            return
+        report.ran[agent_id] = outcome.state.status
+        report.steps += outcome.steps
+        if self.on_outcome is not None:
+            self.on_outcome(agent_id, outcome)
