@@ -4,6 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The peers stead's benchmarks compare it with (LangGraph, DBOS) and matplotlib
+# for the chart live in their own venv, so stead's stays lean.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS_REQS := bench/peers/requirements.txt
 
 .PHONY: demo test lint typecheck bench clean
 
@@ -26,7 +31,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-bench: $(STAMP)
+$(PEERS_STAMP): $(PEERS_REQS)
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r $(PEERS_REQS)
+	touch $(PEERS_STAMP)
+
+bench: $(STAMP) $(PEERS_STAMP)
 	$(BIN)/python -m bench
 
 clean:

@@ -1,48 +1,91 @@
-"""``python -m bench``: run every workload, print medians, write bench/results/latest.*.
+"""``python -m bench``: stead against LangGraph and DBOS, and against the disk's floor.
 
-Workloads alternate round by round (floor, steps on SQLite, steps on the memory
-store, steps with large tool results) so that a slow patch on a shared machine
-hits all of them, and every figure quoted is a median over rounds. Resume runs
-take turns between history sizes. See docs/benchmarks.md.
+Every workload runs for stead and for each peer in alternation: within a
+round the systems take turns (stead, LangGraph, DBOS; the next round in the
+reverse order), so that a slow patch on a shared machine hits all of them, and
+every figure quoted is a median over rounds. stead's own extra workloads (the
+floor, the memory store, large tool results) run in stead's turn. Resumes take
+turns between systems and history sizes. The peers run in ``.venv-peers``
+(``make bench`` builds it); ``--systems stead`` runs stead alone. Prints a
+table and writes bench/results/latest.{json,md,png}. See docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import floor, machine, report, resume, steps
+from . import comparison, floor, machine, report, steps
+from .systems import PEERS, PEERS_PYTHON, Hist, PeerError, Stead, System
+from .workload import REPO_ROOT
 
 BENCH_DIR = Path(__file__).resolve().parent
 
 
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x]
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    p.add_argument("--rounds", type=int, default=7, help="rounds of floor and steps (7)")
-    p.add_argument("--steps", type=int, default=500, help="decisions per steps run (500)")
+    p.add_argument(
+        "--systems",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=["stead", *PEERS],
+        help="comma-separated: stead,langgraph,dbos (all)",
+    )
+    p.add_argument(
+        "--peers-python",
+        type=Path,
+        default=PEERS_PYTHON,
+        help="the peers' interpreter (.venv-peers/bin/python)",
+    )
+    p.add_argument("--rounds", type=int, default=5, help="rounds of W1 and stead's extras (5)")
+    p.add_argument("--steps", type=int, default=1000, help="W1: steps of the one agent (1000)")
+    p.add_argument(
+        "--variant-steps",
+        type=int,
+        default=500,
+        help="W1 at each peer's default durability setting, for information; 0 skips (500)",
+    )
+    p.add_argument("--w2-rounds", type=int, default=3, help="rounds of W2 (3)")
+    p.add_argument("--agents", type=int, default=1000, help="W2: stead's agents (1000)")
+    p.add_argument(
+        "--peer-agents", type=int, default=200, help="W2: each peer's agents (200; see docs)"
+    )
+    p.add_argument("--agent-steps", type=int, default=20, help="W2: steps per agent (20)")
+    p.add_argument(
+        "--sizes",
+        type=_ints,
+        default=[10, 1_000, 10_000, 100_000],
+        help="W3: history lengths in agent steps (10,1000,10000,100000)",
+    )
+    p.add_argument(
+        "--peer-max-history",
+        type=int,
+        default=10_000,
+        help="W3: the peers' longest history, in steps (10000; see docs)",
+    )
+    p.add_argument("--resume-reps", type=int, default=5, help="W3: resumes per size (5)")
+    p.add_argument("--crash-agents", type=int, default=100, help="W5: agents to crash (100)")
     p.add_argument(
         "--large-output",
         type=int,
         default=10_000,
-        help="tool result size in bytes for the large-output steps run; 0 skips it (10000)",
+        help="stead only: tool result bytes for the large-output run; 0 skips it (10000)",
     )
     p.add_argument(
-        "--large-steps", type=int, default=200, help="decisions per large-output run (200)"
+        "--large-steps", type=int, default=200, help="stead only: steps per large-output run"
     )
     p.add_argument("--floor-commits", type=int, default=500, help="commits per floor run (500)")
-    p.add_argument("--resume-reps", type=int, default=11, help="resumes per history size (11)")
-    p.add_argument(
-        "--sizes",
-        type=lambda s: [int(x) for x in s.split(",")],
-        default=[10, 1_000, 10_000, 100_000],
-        help="history lengths in events, comma-separated (10,1000,10000,100000)",
-    )
     p.add_argument("--quick", action="store_true", help="a fast smoke run (numbers are rough)")
     p.add_argument(
         "--workdir",
@@ -52,25 +95,40 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="bench/results")
     p.add_argument("--no-write", action="store_true", help="print only; write no results")
+    p.add_argument("--no-chart", action="store_true", help="do not draw latest.png")
     p.add_argument(
         "--profile",
         action="store_true",
-        help="also cProfile one steps run and write OUT/profile.txt",
+        help="also cProfile one stead steps run and write OUT/profile.txt",
     )
     p.add_argument("--keep", action="store_true", help="keep the databases afterwards")
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.steps, args.floor_commits, args.resume_reps = 2, 100, 100, 2
-        args.large_steps = 50
-        args.sizes = [10, 1_000, 10_000]
-    if min(args.sizes) < 2:
-        p.error("--sizes: a history has at least 2 events")
+        args.rounds, args.w2_rounds, args.resume_reps = 2, 1, 2
+        args.steps, args.variant_steps, args.floor_commits, args.large_steps = 200, 100, 100, 50
+        args.agents = args.peer_agents = 50
+        args.sizes = [10, 1_000]
+    unknown = [s for s in args.systems if s != "stead" and s not in PEERS]
+    if unknown:
+        p.error(f"--systems: unknown {', '.join(unknown)}")
+    if "stead" not in args.systems:
+        p.error("--systems: stead is always measured (the peers are compared with it)")
+    if min(args.sizes) < 1:
+        p.error("--sizes: a history has at least one step")
     return args
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
+    peers = [s for s in args.systems if s != "stead"]
+    if peers and not args.peers_python.exists():
+        print(
+            f"{args.peers_python} does not exist: `make bench` builds .venv-peers, "
+            "or pass --systems stead",
+            file=sys.stderr,
+        )
+        return 2
     args.workdir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".work-", dir=args.workdir))
     try:
@@ -85,7 +143,30 @@ def main(argv: list[str]) -> int:
     if not args.no_write:
         for path in report.write(results, args.out):
             print(f"wrote {path}")
-    return 0
+        if not args.no_chart:
+            chart(results, args)
+    errors = results["compare"]["errors"]
+    if errors:
+        print(f"{len(errors)} measurement(s) failed; see 'errors' in the JSON", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def chart(results: dict[str, Any], args: argparse.Namespace) -> None:
+    """Draw latest.png with matplotlib, which lives in the peers' venv."""
+    python = args.peers_python if args.peers_python.exists() else Path(sys.executable)
+    png = args.out / "latest.png"
+    proc = subprocess.run(
+        [str(python), "-m", "bench.chart", str(args.out / "latest.json"), str(png)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode == 0:
+        print(f"wrote {png}")
+    else:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        print(f"no chart ({python} could not draw it):\n{tail}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -109,6 +190,39 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
+    stead = Stead()
+    systems: list[System] = [stead]
+    systems += [
+        PEERS[name](args.peers_python, args.peer_max_history)
+        for name in args.systems
+        if name != "stead"
+    ]
+    errors: list[dict[str, str]] = []
+    broken: set[str] = set()
+
+    def attempt(system: System, what: str, fn: Callable[[], Any]) -> Any:
+        """Run one measurement of a peer; a failure is recorded and the peer skipped after."""
+        if system.name in broken:
+            return None
+        try:
+            return fn()
+        except PeerError as e:
+            say(f"error: {e}")
+            errors.append({"system": system.name, "workload": what, "error": str(e)})
+            broken.add(system.name)
+            return None
+
+    infos: dict[str, Any] = {}
+    for s in systems:
+        got = attempt(s, "info", lambda s=s: once(s.info))
+        if got is not None:
+            infos[s.name] = got
+            if s.name != "stead":
+                say(
+                    f"{s.label}: {got['versions']}; SQLite {got['used']} "
+                    f"(its default: {got['default']})"
+                )
+
     say("warming up")
     once(lambda d: floor.measure(d, 50))
     once(lambda d: steps.measure(d, 50, "sqlite"))
@@ -116,56 +230,170 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.large_output:
         once(lambda d: steps.measure(d, 30, "sqlite", args.large_output))
 
-    histories = []
-    for size in args.sizes:
-        h = resume.build(work / f"history-{size}", size)
-        say(f"built a history of {size:,} events in {h.build_s:.1f}s ({h.db_bytes:,} bytes)")
-        histories.append(h)
+    histories = build_histories(args, work, systems, attempt)
 
-    workloads: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
+    # -- W1, with stead's own extra workloads in stead's turn ----------------
+    stead_extra: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
         ("floor", lambda d: floor.measure(d, args.floor_commits)),
-        ("sqlite", lambda d: steps.measure(d, args.steps, "sqlite")),
         ("memory", lambda d: steps.measure(d, args.steps, "memory")),
     ]
     if args.large_output:
-        workloads.append(
+        stead_extra.append(
             (
                 "sqlite_large",
                 lambda d: steps.measure(d, args.large_steps, "sqlite", args.large_output),
             )
         )
-    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in workloads}
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in ("sqlite", *dict(stead_extra))}
+    w1: dict[str, list[dict[str, Any]]] = {s.name: [] for s in systems}
+    variants: dict[str, list[dict[str, Any]]] = {}
+    labels: dict[str, str] = {}
     for r in range(args.rounds):
-        order = workloads if r % 2 == 0 else workloads[::-1]
-        for name, fn in order:
-            rounds[name].append(once(fn))
-        f, s, m = (rounds[name][-1] for name in ("floor", "sqlite", "memory"))
-        line = (
-            f"round {r + 1}/{args.rounds}: floor {f['median_ms']:.3f} ms/commit; "
-            f"SQLite {s['steps_per_s']:.0f} steps/s; memory store {m['steps_per_s']:.0f} steps/s"
+        order = systems if r % 2 == 0 else systems[::-1]
+        for s in order:
+            if s is stead:
+                extra = stead_extra if r % 2 == 0 else stead_extra[::-1]
+                for name, fn in extra:
+                    rounds[name].append(once(fn))
+                got = once(lambda d: stead.w1(d, args.steps))
+                rounds["sqlite"].append(got)
+                w1["stead"].append(got)
+                continue
+            got = attempt(s, "w1", lambda s=s: once(lambda d: s.w1(d, args.steps)))
+            if got is not None:
+                w1[s.name].append(got)
+            if args.variant_steps:
+                for key, label in s.w1_variants():
+                    vname = f"{s.name}:{key}"
+                    labels[vname] = label
+                    got = attempt(
+                        s,
+                        f"w1 {key}",
+                        lambda s=s, key=key: once(
+                            lambda d: s.w1_variant(key, d, args.variant_steps)
+                        ),
+                    )
+                    if got is not None:
+                        variants.setdefault(vname, []).append(got)
+        say(
+            f"round {r + 1}/{args.rounds}: floor {rounds['floor'][-1]['median_ms']:.3f} ms; W1 "
+            + ", ".join(
+                f"{s.label} {w1[s.name][-1]['steps_per_s']:.0f}"
+                for s in systems
+                if len(w1[s.name]) == r + 1
+            )
+            + " steps/s"
         )
-        if args.large_output:
-            large = rounds["sqlite_large"][-1]["steps_per_s"]
-            line += f"; {args.large_output:,} B results {large:.0f} steps/s"
-        say(line)
 
-    resumes: dict[int, list[dict[str, Any]]] = {h.events: [] for h in histories}
+    # -- W2 --------------------------------------------------------------------
+    w2: dict[str, list[dict[str, Any]]] = {s.name: [] for s in systems}
+    for r in range(args.w2_rounds):
+        order = systems if r % 2 == 0 else systems[::-1]
+        for s in order:
+            agents = args.agents if s is stead else args.peer_agents
+            got = attempt(
+                s,
+                "w2",
+                lambda s=s, agents=agents: once(lambda d: s.w2(d, agents, args.agent_steps)),
+            )
+            if got is not None:
+                w2[s.name].append(got)
+        say(
+            f"W2 round {r + 1}/{args.w2_rounds}: "
+            + ", ".join(
+                f"{s.label} {w2[s.name][-1]['steps_per_s']:.0f}"
+                for s in systems
+                if len(w2[s.name]) == r + 1
+            )
+            + " steps/s"
+        )
+
+    # -- W3 --------------------------------------------------------------------
+    resumes: dict[str, dict[int, list[dict[str, Any]]]] = {
+        name: {size: [] for size in hs} for name, hs in histories.items()
+    }
     for rep in range(args.resume_reps):
-        for h in histories:
-            resumes[h.events].append(resume.resume_once(h))
+        order = systems if rep % 2 == 0 else systems[::-1]
+        for size in args.sizes:
+            for s in order:
+                h = histories.get(s.name, {}).get(size)
+                if h is None:
+                    continue
+                got = attempt(s, f"w3 {size}", lambda s=s, h=h: s.resume(h))
+                if got is not None:
+                    resumes[s.name][size].append(got)
         say(
             f"resume {rep + 1}/{args.resume_reps}: "
-            + ", ".join(f"{n:,} events {v[-1]['resume_ms']:.1f} ms" for n, v in resumes.items())
+            + "; ".join(
+                f"{s.label} "
+                + ", ".join(
+                    f"{n:,} {v[-1]['resume_ms']:.0f} ms"
+                    for n, v in resumes.get(s.name, {}).items()
+                    if len(v) == rep + 1
+                )
+                for s in systems
+            )
         )
+
+    # -- W5 (only where a system has it) ---------------------------------------
+    w5: dict[str, Any] = {}
+    for s in systems:
+        if s.w5 is not None:
+            measure_w5 = s.w5
+            w5[s.name] = once(lambda d, fn=measure_w5: fn(d, args.crash_agents))
 
     if args.profile:
         args.out.mkdir(parents=True, exist_ok=True)
-        d = fresh()
-        steps.profile(d, args.steps, args.out / "profile.txt")
+        steps.profile(fresh(), args.steps, args.out / "profile.txt")
         say(f"wrote {args.out / 'profile.txt'}")
 
     info["loadavg_end"] = machine.loadavg()
-    return report.summarise(info, vars(args), rounds, histories, resumes)
+    stead_hists = [h.handle for h in histories["stead"].values()]
+    stead_resumes = {h.handle.events: resumes["stead"][n] for n, h in histories["stead"].items()}
+    res = report.summarise(info, vars(args), rounds, stead_hists, stead_resumes)
+    res["compare"] = comparison.summarise(
+        systems, infos, w1, variants, labels, w2, histories, resumes, w5, res["floor"], errors
+    )
+    return res
+
+
+def build_histories(
+    args: argparse.Namespace,
+    work: Path,
+    systems: list[System],
+    attempt: Callable[[System, str, Callable[[], Any]], Any],
+) -> dict[str, dict[int, Hist]]:
+    """Build every system's W3 histories; the peers' in their own processes meanwhile.
+
+    Building is not measured, so the peers build in parallel with stead (each
+    peer's sizes one after another) to save time on a 2-core machine.
+    """
+    say = report.progress
+    out: dict[str, dict[int, Hist]] = {s.name: {} for s in systems}
+
+    def build_all(s: System) -> None:
+        for size in args.sizes:
+            if s.max_history is not None and size > s.max_history:
+                say(f"{s.label}: no history of {size:,} steps (--peer-max-history)")
+                continue
+            d = work / f"history-{s.name}-{size}"
+            d.mkdir()
+            h = attempt(s, f"w3 build {size}", lambda s=s, d=d, size=size: s.build_history(d, size))
+            if h is None:
+                return
+            out[s.name][size] = h
+            say(
+                f"{s.label}: built a history of {size:,} steps in {h.build_s:.1f}s "
+                f"({h.db_bytes:,} bytes)"
+            )
+
+    peers = [s for s in systems if s.name != "stead"]
+    with ThreadPoolExecutor(max_workers=max(1, len(peers))) as pool:
+        futures = [pool.submit(build_all, s) for s in peers]
+        build_all(systems[0])
+        for f in futures:
+            f.result()
+    return out
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from . import comparison
 from .resume import History
 from .stats import median
+from .workload import STEP_KINDS
 
 STEP_KEYS = (
     "steps_per_s",
@@ -29,7 +31,7 @@ STEP_KEYS = (
     "sql_commit_ms_per_step",
     "sql_other_ms_per_step",
     "write_python_ms_per_step",
-    "seal_fold_ms_per_step",
+    "store_other_ms_per_step",
     "other_ms_per_step",
 )
 RESUME_KEYS = ("resume_ms", "open_ms", "run_ms", "load_ms", "close_ms", "process_ms")
@@ -175,8 +177,8 @@ BREAKDOWN_HEADERS = (
     "COMMIT (WAL write + fsync)",
     "other SQL",
     "Python in _write (state JSON)",
-    "seal + fold",
-    "outside commit",
+    "store, outside _write",
+    "outside the store",
     "commits/step",
 )
 
@@ -196,7 +198,7 @@ def breakdown_rows(res: Mapping[str, Any]) -> list[tuple[str, ...]]:
                 _n(x["sql_commit_ms_per_step"]) if sql else "-",
                 _n(x["sql_other_ms_per_step"]) if sql else "-",
                 _n(x["write_python_ms_per_step"]),
-                _n(x["seal_fold_ms_per_step"]),
+                _n(x["store_other_ms_per_step"]),
                 _n(x["other_ms_per_step"]),
                 _n(x["commits_per_step"], 1),
             )
@@ -207,6 +209,7 @@ def breakdown_rows(res: Mapping[str, Any]) -> list[tuple[str, ...]]:
 def resume_rows(res: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return [
         (
+            f"{(r['events'] - 2) // len(STEP_KINDS):,}",
             f"{r['events']:,}",
             _n(r["resume_ms"]),
             f"{_n(r['resume_ms_range'][0])} - {_n(r['resume_ms_range'][1])}",
@@ -222,7 +225,8 @@ def resume_rows(res: Mapping[str, Any]) -> list[tuple[str, ...]]:
 
 
 RESUME_HEADERS = (
-    "History (events)",
+    "History (steps)",
+    "(events)",
     "Open + 1 step (ms)",
     "min - max (ms)",
     "open (ms)",
@@ -256,6 +260,30 @@ def show(res: Mapping[str, Any]) -> None:
         f"load average {info['loadavg_start']} at start, {info.get('loadavg_end')} at end; "
         f"the run took {res['duration_s']:.0f}s"
     )
+    cmp, cfg = res["compare"], res["config"]
+    t = Table(title="stead and its peers: medians over rounds")
+    for i, h in enumerate(comparison.headers(cmp)):
+        t.add_column(h, justify="left" if i == 0 else "right")
+    for cells in comparison.rows(cmp, cfg):
+        t.add_row(*cells)
+    console.print(t)
+    t = Table(title="Durability setting of each system (read back from a live connection)")
+    for h in comparison.DURABILITY_HEADERS:
+        t.add_column(h)
+    for cells in comparison.durability_rows(cmp):
+        t.add_row(*cells)
+    console.print(t)
+    if cmp["w3"]:
+        t = Table(title="Resume in a fresh process, every system")
+        for i, h in enumerate(comparison.W3_HEADERS):
+            t.add_column(h, justify="left" if i in (0, 4) else "right")
+        for cells in comparison.w3_detail_rows(cmp):
+            t.add_row(*cells)
+        console.print(t)
+    for e in cmp["errors"]:
+        console.print(f"[red]failed[/red]: {e['system']} {e['workload']}: {e['error']}")
+    console.print()
+    console.print("[bold]stead in detail[/bold]")
     t = Table(title="Medians over rounds")
     for h in ("Workload", "Median", "Notes"):
         t.add_column(h)
@@ -307,6 +335,12 @@ def markdown(res: Mapping[str, Any]) -> str:
         "",
         f"Machine: {machine_line(info)}. Load average {info['loadavg_start']} at the start, "
         f"{info.get('loadavg_end')} at the end.",
+        "",
+    ]
+    lines += comparison.markdown(res["compare"], cfg)
+    lines += [
+        "",
+        "### stead in detail",
         "",
         "| Workload | Median | Notes |",
         "|---|---|---|",

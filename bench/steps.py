@@ -4,19 +4,20 @@ One agent runs ``steps`` decisions in one activation (``Runtime.run`` with
 ``max_steps``); each decision calls :func:`bench.workload.lookup` and writes
 memory.
 
-Each step's time is split, by wrapping the store's ``commit`` and ``_write`` and
-(on SQLite) its connection's ``execute`` on the instance, never in the source:
+Each step's time is split, by wrapping the store's ``commit``, ``append`` and
+``_write`` and (on SQLite) its connection's ``execute`` on the instance, never
+in the source:
 
 * ``COMMIT`` statements, where SQLite writes the WAL and fsyncs it: the part
   the floor measures;
-* the other SQL of a commit (``BEGIN IMMEDIATE``, two checks, the event
+* the other SQL of a commit (``BEGIN IMMEDIATE``, the checks, the event
   INSERT, the state UPDATE);
-* Python inside ``_write`` (serialising the whole materialised state, building
-  rows, the lock);
-* Python inside ``commit`` but outside ``_write`` (hash-chaining the events,
-  folding them into the state);
-* everything outside ``commit``: rendering the context, the model, the tool, the
-  workspace scan, ids.
+* Python inside ``_write`` (serialising the materialised state, building rows,
+  the lock);
+* Python inside ``commit``/``append`` but outside ``_write`` (checking the
+  batch; for ``commit``, also sealing and folding the events);
+* everything outside the store: rendering the context, the model, the tool,
+  sealing and folding events as they are emitted, the workspace scan, ids.
 
 The wrappers add two clock reads per call, a few microseconds per step.
 """
@@ -100,15 +101,18 @@ def measure(
         agent_id = rt.create(workload.spec(workdir)).agent_id
         model = workload.model(steps)
         commit = _Timed(rt.store, "commit")
+        append = _Timed(rt.store, "append")
         write = _Timed(rt.store, "_write")
         conn = None
         if backend == "sqlite":
             conn = _TimedConnection(rt.store._db)  # type: ignore[attr-defined]
             rt.store._db = conn  # type: ignore[attr-defined]
-        marks: list[tuple[float, str, int]] = []
+        # (when, how many steps the commit ends, how many events it holds)
+        marks: list[tuple[float, int, int]] = []
 
         def on_commit(events: Sequence[Event]) -> None:
-            marks.append((time.perf_counter(), events[-1].kind, len(events)))
+            ends = sum(1 for e in events if e.kind == Kind.STEP_COMPLETED)
+            marks.append((time.perf_counter(), ends, len(events)))
 
         if profiler is not None:
             profiler.enable()
@@ -130,9 +134,12 @@ def measure(
             f"the bench agent made {outcome.steps} of {steps} steps "
             f"(status {outcome.state.status}: {outcome.state.status_reason})"
         )
-    # The first commit is the activation's start; every later one belongs to a step.
+    # A step's time runs from the commit that ends the step before it (or the
+    # activation's first commit) to the commit that ends it.
     start = marks[0][0]
-    ends = [t for t, kind, _ in marks if kind == Kind.STEP_COMPLETED]
+    ends = [t for t, n, _ in marks if n]
+    if sum(n for _, n, _ in marks) != steps or len(ends) != steps:
+        raise RuntimeError("expected every step to end in a commit of its own")
     step_ms = [(b - a) * 1e3 for a, b in zip([start, *ends[:-1]], ends, strict=True)]
     step_commits = len(marks) - 1
     sql = dict(conn.totals) if conn is not None else {}
@@ -158,13 +165,13 @@ def measure(
         "state_bytes": len(dumps(outcome.state.to_json()).encode()),
         # per step, averaged over the whole run (so including the activation's start and end)
         "wall_ms_per_step": per_step(wall),
-        "commit_ms_per_step": per_step(commit.total),
+        "commit_ms_per_step": per_step(commit.total + append.total),
         "write_ms_per_step": per_step(write.total),
         "sql_commit_ms_per_step": per_step(commit_sql),
         "sql_other_ms_per_step": per_step(other_sql),
         "write_python_ms_per_step": per_step(write.total - commit_sql - other_sql),
-        "seal_fold_ms_per_step": per_step(commit.total - write.total),
-        "other_ms_per_step": per_step(wall - commit.total),
+        "store_other_ms_per_step": per_step(commit.total + append.total - write.total),
+        "other_ms_per_step": per_step(wall - commit.total - append.total),
     }
 
 

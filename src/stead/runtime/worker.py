@@ -46,6 +46,7 @@ class Worker:
         concurrency: int = 32,
         tenant: str | None = None,
         on_outcome: Callable[[str, Outcome], None] | None = None,
+        max_steps: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -53,6 +54,7 @@ class Worker:
         self.concurrency = concurrency
         self.tenant = tenant
         self.on_outcome = on_outcome
+        self.max_steps = max_steps  # per activation, so one agent cannot hog a slot
         self._stop = threading.Event()
 
     def runnable(self) -> list[str]:
@@ -93,7 +95,7 @@ class Worker:
     def _run_one(self, agent_id: str, committer: GroupCommitter) -> Outcome | None:
         if self._stop.is_set():
             return None
-        return self.runtime.run(agent_id, committer=committer)
+        return self.runtime.run(agent_id, committer=committer, max_steps=self.max_steps)
 
     def _collect(self, agent_id: str, future: Future[Outcome | None], report: WorkerReport) -> None:
         try:

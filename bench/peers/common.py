@@ -1,0 +1,187 @@
+"""What every peer script shares: stead's bench agent restated without stead, and the CLI.
+
+The agent is the one in :mod:`bench.workload`: decision ``i`` calls ``lookup``
+with key ``item-{i:06d}`` (its result is 100 bytes of JSON) and remembers two
+fixed keys, so the agent's memory stays the same size however long it runs.
+This module must not import stead: it runs in ``.venv-peers``.
+
+Every command prints one JSON object on stdout; progress and the peers' own
+logging go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+OUTPUT_BYTES = 100
+_FIXED = 46
+"""The bytes of lookup's JSON result other than its padding, for 11-character keys."""
+_VALUE = "x" * (OUTPUT_BYTES - _FIXED)
+SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def decision_data(i: int) -> dict[str, Any]:
+    """Decision ``i``: one tool call and one memory write (as ``bench.workload``)."""
+    key = f"item-{i:06d}"
+    return {
+        "actions": [
+            {"tool": "lookup", "args": {"key": key}},
+            {"remember": {"last_key": key, "looked_up": i + 1}},
+        ]
+    }
+
+
+def lookup(key: str) -> dict[str, Any]:
+    """The tool: a stand-in for a small API call, 100 bytes of JSON."""
+    return {"key": key, "status": "ok", "value": _VALUE}
+
+
+def run_tool(decision: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Carry out a decision: the tool's result and the memory it writes."""
+    call, remember = decision["actions"]
+    return lookup(**call["args"]), dict(remember["remember"])
+
+
+class Marks:
+    """Clock readings at the start of every decision, to time steps one by one."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def mark(self) -> None:
+        self.times.append(time.perf_counter())
+
+    def step_ms(self) -> list[float]:
+        t = self.times
+        return [(b - a) * 1e3 for a, b in itertools.pairwise(t)]
+
+
+def median(values: Iterable[float]) -> float:
+    data = list(values)
+    return statistics.median(data) if data else float("nan")
+
+
+def pct(values: Iterable[float], p: float) -> float:
+    """The ``p``-th percentile by nearest rank (as ``bench.stats``)."""
+    data = sorted(values)
+    if not data:
+        return float("nan")
+    k = max(0, min(len(data) - 1, round(p / 100 * len(data)) - 1))
+    return data[k]
+
+
+def steps_result(steps: int, wall_s: float, marks: Marks, **extra: Any) -> dict[str, Any]:
+    """The W1/W2 summary every peer reports."""
+    step_ms = marks.step_ms()
+    return {
+        "steps": steps,
+        "wall_s": wall_s,
+        "steps_per_s": steps / wall_s,
+        "ms_per_step": median(step_ms) if step_ms else wall_s * 1e3 / steps,
+        "p90_ms_per_step": pct(step_ms, 90),
+        "p99_ms_per_step": pct(step_ms, 99),
+        "wall_ms_per_step": wall_s * 1e3 / steps,
+        **extra,
+    }
+
+
+# -- SQLite ---------------------------------------------------------------------
+
+
+def sqlite_settings(conn: Any) -> dict[str, Any]:
+    """``journal_mode`` and ``synchronous`` as a live connection reports them."""
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    sync = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+    return {"journal_mode": str(mode).upper(), "synchronous": SYNCHRONOUS.get(sync, str(sync))}
+
+
+def sqlite_library_defaults() -> dict[str, Any]:
+    """What a plain connection gets on this machine when nobody sets anything."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        sync = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+        options = [r[0] for r in conn.execute("PRAGMA compile_options")]
+    finally:
+        conn.close()
+    wal_default = [o for o in options if o.startswith("DEFAULT_WAL_SYNCHRONOUS")]
+    return {
+        "sqlite": sqlite3.sqlite_version,
+        "synchronous": SYNCHRONOUS.get(sync, str(sync)),
+        "wal_synchronous_option": wal_default[0] if wal_default else None,
+    }
+
+
+def db_bytes(path: Path) -> int:
+    """The database's size on disk, with its WAL and rollback journal if any."""
+    total = 0
+    for suffix in ("", "-wal", "-journal"):
+        p = Path(f"{path}{suffix}")
+        if p.exists():
+            total += p.stat().st_size
+    return total
+
+
+def versions(*dists: str) -> dict[str, str]:
+    out = {}
+    for d in dists:
+        try:
+            out[d] = metadata.version(d)
+        except metadata.PackageNotFoundError:
+            out[d] = "not installed"
+    return out
+
+
+def installed() -> dict[str, str]:
+    """Every distribution in this venv and its version (the peers' full environment)."""
+    return dict(sorted((d.metadata["Name"], d.version) for d in metadata.distributions()))
+
+
+# -- output and CLI ---------------------------------------------------------------
+
+
+def emit(obj: dict[str, Any]) -> None:
+    """Print the one JSON result and flush (some commands end with ``os._exit``)."""
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def hard_exit(obj: dict[str, Any] | None = None) -> None:
+    """Emit ``obj`` and end the process at once, as SIGKILL would: no cleanup runs."""
+    if obj is not None:
+        emit(obj)
+    sys.stderr.flush()
+    os._exit(0)
+
+
+Command = Callable[[argparse.Namespace], dict[str, Any] | None]
+
+
+def main(argv: Sequence[str], prog: str, commands: dict[str, Command]) -> int:
+    """Parse ``COMMAND --dir D [--steps N] [--agents A] [--variant V]`` and run it."""
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("command", choices=sorted(commands))
+    p.add_argument("--dir", type=Path, required=True, help="a folder for the databases")
+    p.add_argument("--steps", type=int, default=1000, help="agent steps (per agent)")
+    p.add_argument("--agents", type=int, default=1, help="agents (W2)")
+    p.add_argument("--variant", default="", help="a peer-specific setting (see each peer)")
+    args = p.parse_args(argv)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    result = commands[args.command](args)
+    if result is not None:
+        emit(result)
+    return 0
