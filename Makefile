@@ -41,4 +41,4 @@ bench: $(STAMP) $(PEERS_STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .stead .stead-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS_VENV) .stead .stead-demo .pytest_cache .mypy_cache .ruff_cache
