@@ -15,7 +15,8 @@
     │   └── LeaseHeld             another live worker holds the agent's lease
     ├── IntegrityError            the journal's hash chain or a blob does not verify
     ├── ToolError                 a tool is unknown, mis-declared or mis-called
-    │   └── PathEscape            a path leaves the agent's workspace
+    │   ├── PathEscape            a path leaves the agent's workspace
+    │   └── SandboxUnavailable    no sandbox here, and no opt-in to run without one
     ├── ModelError                a model could not produce a decision
     └── ResolveError              a person's resolution does not fit the call
 
@@ -85,6 +86,10 @@ class ToolError(SteadError):
 
 class PathEscape(ToolError):
     """A path given to a workspace tool resolves outside the agent's workspace."""
+
+
+class SandboxUnavailable(ToolError):
+    """No sandbox can be made on this machine and the operator has not opted out."""
 
 
 class ModelError(SteadError):

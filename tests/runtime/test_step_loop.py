@@ -226,9 +226,8 @@ def test_shell_runs_in_the_workspace_and_times_out_whole(runtime: Runtime, tmp_p
     ]
     agent = make_agent(runtime, tmp_path, script, tools=["shell"])
     state = runtime.run(agent).state
-    ws = str(runtime.workspace(agent, "default").root)
     first, second = state.recent_calls
-    assert first["output"]["stdout"].split() == [ws, ws]
+    assert first["output"]["stdout"].split() == ["/workspace", "/workspace"]
     assert "made.txt" in state.manifest
     assert second["output"]["timed_out"] is True and second["output"]["exit_code"] is None
 

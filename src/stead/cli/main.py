@@ -24,7 +24,7 @@ from ..errors import (
     ToolError,
     UsageError,
 )
-from . import agents, demo, inspect, work
+from . import agents, demo, doctor, inspect, work
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     agents.register(sub, common)
     inspect.register(sub, common)
     work.register(sub, common)
+    doctor.register(sub, common)
     demo.register(sub, common)
     return parser
 

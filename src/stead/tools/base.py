@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from ..errors import ToolError
+from ..sandbox.base import Sandbox
 
 
 class Effect(enum.StrEnum):
@@ -47,6 +48,8 @@ class ToolContext:
     call_id: str
     idempotency_key: str
     workspace: Path
+    # the sandbox command tools run in; None: the machine's (see stead.sandbox)
+    sandbox: Sandbox | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,13 +7,12 @@ the sandbox package's job.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from typing import Any
 
+from ..sandbox.base import WORKSPACE_INSIDE, Limits
 from ..sandbox.paths import resolve_inside
+from ..sandbox.select import select
 from .base import ToolContext, tool
 
 MAX_READ = 256 * 1024
@@ -58,41 +57,20 @@ def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
 
 @tool(effect="effectful")
 def shell(command: str, ctx: ToolContext, timeout: float = SHELL_TIMEOUT) -> dict[str, Any]:
-    """Run a command line in the workspace; return its exit code and output."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(ctx.workspace),
-        "LANG": "C.UTF-8",
-    }
-    # its own session, so a timeout can kill the whole tree, not just the shell
-    proc = subprocess.Popen(
-        command,
-        shell=True,
-        cwd=ctx.workspace,
+    """Run a command line in the workspace, in the sandbox; return its exit code and output."""
+    sandbox = ctx.sandbox or select()
+    home = WORKSPACE_INSIDE if sandbox.isolation().isolated else str(ctx.workspace)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"}
+    result = sandbox.run(
+        ["/bin/sh", "-c", command],
+        ctx.workspace,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+        limits=Limits(wall_seconds=timeout, output_bytes=MAX_OUTPUT),
     )
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        return {
-            "exit_code": None,
-            "timed_out": True,
-            "timeout": timeout,
-            "stdout": _text(stdout),
-            "stderr": _text(stderr),
-        }
-    return {"exit_code": proc.returncode, "stdout": _text(stdout), "stderr": _text(stderr)}
-
-
-def _text(data: bytes) -> str:
-    text = data[:MAX_OUTPUT].decode("utf-8", errors="replace")
-    return text + (f"\n… [{len(data) - MAX_OUTPUT} more bytes]" if len(data) > MAX_OUTPUT else "")
+    out = result.to_json()
+    if result.timed_out:
+        out["timeout"] = timeout
+    return out
 
 
 BUILTINS = {f.__name__: f for f in (read_file, write_file, list_files, shell)}

