@@ -17,6 +17,7 @@
     ├── ToolError                 a tool is unknown, mis-declared or mis-called
     │   ├── PathEscape            a path leaves the agent's workspace
     │   └── SandboxUnavailable    no sandbox here, and no opt-in to run without one
+    ├── SecretError               the vault key or a secret is missing or wrong
     ├── ModelError                a model could not produce a decision
     └── ResolveError              a person's resolution does not fit the call
 
@@ -90,6 +91,10 @@ class PathEscape(ToolError):
 
 class SandboxUnavailable(ToolError):
     """No sandbox can be made on this machine and the operator has not opted out."""
+
+
+class SecretError(SteadError):
+    """The vault key is missing or wrong, or a secret a tool needs is not set."""
 
 
 class ModelError(SteadError):

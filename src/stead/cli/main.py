@@ -18,13 +18,14 @@ from ..errors import (
     NotFound,
     ResolveError,
     ScriptError,
+    SecretError,
     SpecError,
     SteadError,
     StoreError,
     ToolError,
     UsageError,
 )
-from . import agents, demo, doctor, inspect, work
+from . import agents, demo, doctor, inspect, secret, work
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.register(sub, common)
     work.register(sub, common)
     doctor.register(sub, common)
+    secret.register(sub, common)
     demo.register(sub, common)
     return parser
 
@@ -54,7 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LeaseHeld as exc:
         err.print(f"[yellow]busy[/]: {exc}")
         return EXIT_BUSY
-    except (UsageError, SpecError, ScriptError, NotFound, ResolveError, ToolError) as exc:
+    except (
+        UsageError,
+        SpecError,
+        ScriptError,
+        SecretError,
+        NotFound,
+        ResolveError,
+        ToolError,
+    ) as exc:
         err.print(f"[red]error[/]: {exc}")
         return EXIT_USAGE
     except (ConcurrencyError, IntegrityError, StoreError, SteadError) as exc:

@@ -36,10 +36,12 @@ from typing import Any
 
 from ..canonical import dumps
 from ..clock import Clock
-from ..errors import ModelError, ToolError
+from ..errors import ModelError, SecretError, ToolError
 from ..ids import new_id, seeded_rng
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
+from ..sandbox.base import Sandbox
+from ..sandbox.secrets import Vault, redact, redact_text
 from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State, apply_in_place
 from ..store.base import AgentRecord, Batch, Lease, Store
@@ -122,6 +124,8 @@ class Activation:
         lease_ttl: float = LEASE_TTL,
         on_commit: Callable[[Sequence[Event]], None] | None = None,
         committer: GroupCommitter | None = None,
+        sandbox: Sandbox | None = None,
+        vault: Callable[[], Vault] | None = None,
     ) -> None:
         self.store = store
         self.record = record
@@ -144,6 +148,8 @@ class Activation:
         self._heartbeat: Heartbeat | None = None
         self.on_commit = on_commit
         self.committer = committer
+        self.sandbox = sandbox
+        self.vault = vault
 
     # -- lease and commits ------------------------------------------------------
 
@@ -220,14 +226,24 @@ class Activation:
         if self.on_commit is not None:
             self.on_commit(events)
 
-    def ctx_for(self, call_id: str) -> ToolContext:
+    def ctx_for(self, call_id: str, secrets: Mapping[str, str] | None = None) -> ToolContext:
         return ToolContext(
             agent_id=self.record.agent_id,
             tenant=self.record.tenant,
             call_id=call_id,
             idempotency_key=f"{self.record.agent_id}/{call_id}",
             workspace=self.workspace.root,
+            sandbox=self.sandbox,
+            secrets=secrets or {},
         )
+
+    def secrets_for(self, t: Tool) -> dict[str, str]:
+        """The secrets ``t`` declared, opened for this one call (never stored)."""
+        if not t.secrets:
+            return {}
+        if self.vault is None:
+            raise SecretError(f"tool {t.name} needs secrets but this runtime has no vault")
+        return self.vault().for_call(self.record.tenant, self.record.agent_id, t.secrets)
 
     def scan_delta(self) -> dict[str, Any]:
         """Scan the workspace; return the delta since the last committed manifest."""
@@ -348,11 +364,15 @@ class Activation:
             )
             self.flush()
         self.dirty = True
+        secrets: dict[str, str] = {}
         try:
-            output = t.call(args, self.ctx_for(call_id))
-            result: dict[str, Any] = {"ok": True, "output": jsonable(output)}
+            secrets = self.secrets_for(t)
+            output = t.call(args, self.ctx_for(call_id, secrets))
+            # a secret the tool echoes is recorded as [secret:NAME], never as itself
+            result: dict[str, Any] = {"ok": True, "output": redact(jsonable(output), secrets)}
         except Exception as exc:  # a tool's failure is the model's to see, not a crash
-            result = {"ok": False, "error": _describe(exc)}
+            result = {"ok": False, "error": redact_text(_describe(exc), secrets)}
+        secrets.clear()
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
         self.emit(
             Kind.TOOL_RESULT,

@@ -20,6 +20,8 @@ from ..ids import new_id
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
 from ..models.registry import model_for
+from ..sandbox.base import Sandbox
+from ..sandbox.secrets import Vault, load_key
 from ..sandbox.workspace import Workspace
 from ..spec import AgentSpec
 from ..state import State
@@ -44,6 +46,8 @@ class Runtime:
         data_dir: str | Path | None = None,
         clock: Clock | None = None,
         lease_ttl: float = LEASE_TTL,
+        sandbox: Sandbox | None = None,
+        secret_key: bytes | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         if data_dir is None:
@@ -52,6 +56,12 @@ class Runtime:
         self.blobs = BlobStore(self.data_dir / "blobs")
         self.clock = clock or SystemClock()
         self.lease_ttl = lease_ttl
+        self.sandbox = sandbox
+        self._secret_key = secret_key
+
+    def vault(self) -> Vault:
+        """The secrets vault, under the key given or found in the environment."""
+        return Vault(self.store, self._secret_key or load_key())
 
     def close(self) -> None:
         self.store.close()
@@ -135,6 +145,8 @@ class Runtime:
             lease_ttl=self.lease_ttl,
             on_commit=on_commit,
             committer=committer,
+            sandbox=self.sandbox,
+            vault=self.vault,
         )
         act.acquire()
         try:

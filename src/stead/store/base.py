@@ -268,6 +268,27 @@ class Store(abc.ABC):
     def get_lease(self, agent_id: str) -> Lease | None:
         """The agent's lease row, live or expired, or None if it never had one."""
 
+    # -- secrets ----------------------------------------------------------------
+    # Sealed (encrypted) values only: the vault (stead.sandbox.secrets) encrypts
+    # before it calls these and decrypts after, so no backend sees plain text.
+    # ``agent_id`` is "" for a secret scoped to the whole tenant.
+
+    @abc.abstractmethod
+    def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
+        """Create or replace one sealed secret."""
+
+    @abc.abstractmethod
+    def get_secret(self, tenant: str, agent_id: str, name: str) -> str | None:
+        """One sealed secret, or None."""
+
+    @abc.abstractmethod
+    def list_secrets(self, tenant: str) -> list[tuple[str, str, float]]:
+        """(agent_id, name, updated_at) of the tenant's secrets, sorted; no values."""
+
+    @abc.abstractmethod
+    def delete_secret(self, tenant: str, agent_id: str, name: str) -> bool:
+        """Remove one secret; False if there was none."""
+
     # -- lifecycle ------------------------------------------------------------
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends need it

@@ -33,6 +33,7 @@ class MemoryStore(Store):
         self._updated: dict[str, float] = {}
         self._events: dict[str, list[Event]] = {}
         self._leases: dict[str, Lease] = {}
+        self._secrets: dict[tuple[str, str, str], tuple[str, float]] = {}
 
     def _create(
         self, record: AgentRecord, events: Sequence[Event], state: State, at: float
@@ -166,3 +167,20 @@ class MemoryStore(Store):
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._lock:
             return self._leases.get(agent_id)
+
+    def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
+        with self._lock:
+            self._secrets[(tenant, agent_id, name)] = (sealed, at)
+
+    def get_secret(self, tenant: str, agent_id: str, name: str) -> str | None:
+        with self._lock:
+            found = self._secrets.get((tenant, agent_id, name))
+        return None if found is None else found[0]
+
+    def list_secrets(self, tenant: str) -> list[tuple[str, str, float]]:
+        with self._lock:
+            return sorted((a, n, at) for (t, a, n), (_, at) in self._secrets.items() if t == tenant)
+
+    def delete_secret(self, tenant: str, agent_id: str, name: str) -> bool:
+        with self._lock:
+            return self._secrets.pop((tenant, agent_id, name), None) is not None

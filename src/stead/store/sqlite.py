@@ -383,3 +383,39 @@ class SqliteStore(Store):
                 "SELECT owner, epoch, expires_at FROM leases WHERE agent_id = ?", (agent_id,)
             ).fetchone()
         return None if row is None else Lease(agent_id, row[0], int(row[1]), float(row[2]))
+
+    # -- secrets (sealed values only) -------------------------------------------
+
+    def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO secrets (tenant, agent_id, name, sealed, updated_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, agent_id, name) DO UPDATE SET "
+                "sealed = excluded.sealed, updated_at = excluded.updated_at",
+                (tenant, agent_id, name, sealed, at),
+            )
+
+    def get_secret(self, tenant: str, agent_id: str, name: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT sealed FROM secrets WHERE tenant = ? AND agent_id = ? AND name = ?",
+                (tenant, agent_id, name),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def list_secrets(self, tenant: str) -> list[tuple[str, str, float]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT agent_id, name, updated_at FROM secrets WHERE tenant = ? "
+                "ORDER BY agent_id, name",
+                (tenant,),
+            ).fetchall()
+        return [(str(a), str(n), float(t)) for a, n, t in rows]
+
+    def delete_secret(self, tenant: str, agent_id: str, name: str) -> bool:
+        with self._tx() as db:
+            cur = db.execute(
+                "DELETE FROM secrets WHERE tenant = ? AND agent_id = ? AND name = ?",
+                (tenant, agent_id, name),
+            )
+            return cur.rowcount == 1

@@ -39,4 +39,15 @@ MIGRATIONS: list[str] = [
         expires_at REAL NOT NULL
     );
     """,
+    # 2: the secrets vault (values are AES-GCM ciphertexts, never plain text)
+    """
+    CREATE TABLE secrets (
+        tenant     TEXT NOT NULL,
+        agent_id   TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        sealed     TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (tenant, agent_id, name)
+    );
+    """,
 ]

@@ -24,8 +24,8 @@ import enum
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -50,6 +50,8 @@ class ToolContext:
     workspace: Path
     # the sandbox command tools run in; None: the machine's (see stead.sandbox)
     sandbox: Sandbox | None = None
+    # the vault secrets this tool declared, for this call only
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,7 @@ class Tool:
     wants_ctx: bool
     reconcile: ReconcileHook | None = None
     compensate: CompensateHook | None = None
+    secrets: tuple[str, ...] = ()
 
     def call(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         check_args(self, args)
@@ -117,6 +120,7 @@ def tool(
     name: str | None = ...,
     reconcile: ReconcileHook | None = ...,
     compensate: CompensateHook | None = ...,
+    secrets: Sequence[str] = ...,
 ) -> Callable[[F], F]: ...
 
 
@@ -128,19 +132,29 @@ def tool(
     name: str | None = None,
     reconcile: ReconcileHook | None = None,
     compensate: CompensateHook | None = None,
+    secrets: Sequence[str] = (),
 ) -> F | Callable[[F], F]:
     """Declare a function as a stead tool.
 
     ``@stead.tool(effect="idempotent")`` or bare ``@stead.tool`` (effectful, the
-    safe default). The function is returned unchanged, with its declaration
-    attached, so it stays callable and testable as ordinary Python.
+    safe default). ``secrets`` names the vault secrets the tool needs; only
+    those reach it, in ``ctx.secrets``. The function is returned unchanged,
+    with its declaration attached, so it stays callable and testable as
+    ordinary Python.
     """
 
     def wrap(f: F) -> F:
         setattr(
             f,
             _ATTR,
-            make_tool(f, effect=effect, name=name, reconcile=reconcile, compensate=compensate),
+            make_tool(
+                f,
+                effect=effect,
+                name=name,
+                reconcile=reconcile,
+                compensate=compensate,
+                secrets=secrets,
+            ),
         )
         return f
 
@@ -154,6 +168,7 @@ def make_tool(
     name: str | None = None,
     reconcile: ReconcileHook | None = None,
     compensate: CompensateHook | None = None,
+    secrets: Sequence[str] = (),
 ) -> Tool:
     try:
         eff = Effect(effect)
@@ -172,6 +187,7 @@ def make_tool(
         wants_ctx="ctx" in params,
         reconcile=reconcile,
         compensate=compensate,
+        secrets=tuple(secrets),
     )
 
 

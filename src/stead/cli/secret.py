@@ -1,0 +1,113 @@
+"""``stead secret``: set, list and remove vault secrets (values only from stdin)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import NotFound, SecretError
+from ..sandbox.secrets import check_name, new_key
+from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, wants_json
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    secret = sub.add_parser("secret", help="manage encrypted secrets for tools")
+    ss = secret.add_subparsers(dest="secret_command", required=True, metavar="COMMAND")
+
+    p = ss.add_parser(
+        "set", parents=[common], help="store a secret; the value is read from standard input"
+    )
+    p.add_argument("name")
+    _scope(p)
+    p.set_defaults(func=cmd_set)
+
+    p = ss.add_parser("ls", parents=[common], help="list secret names and scopes (no values)")
+    p.add_argument("--tenant", default="default")
+    p.set_defaults(func=cmd_ls)
+
+    p = ss.add_parser("rm", parents=[common], help="remove a secret")
+    p.add_argument("name")
+    _scope(p)
+    p.set_defaults(func=cmd_rm)
+
+    p = ss.add_parser("keygen", parents=[common], help="print a new vault key")
+    p.set_defaults(func=cmd_keygen)
+
+
+def _scope(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tenant", default=None, help="the tenant (default: default)")
+    p.add_argument(
+        "--agent",
+        default="",
+        metavar="ID",
+        help="scope the secret to one agent instead of its whole tenant",
+    )
+
+
+def _tenant_of(args: argparse.Namespace, store_tenant: str | None) -> str:
+    if args.agent and args.tenant and store_tenant != args.tenant:
+        raise NotFound(f"no agent with id {args.agent} in tenant {args.tenant}")
+    return store_tenant or args.tenant or "default"
+
+
+def cmd_set(args: argparse.Namespace) -> int:
+    check_name(args.name)
+    if sys.stdin.isatty():
+        err.print(f"value for {args.name} (end with Ctrl-D): ", end="")
+    value = sys.stdin.read()
+    if value.endswith("\n"):
+        value = value[:-1]
+    rt = open_runtime(args)
+    try:
+        owner = rt.store.get_record(args.agent).tenant if args.agent else None
+        tenant = _tenant_of(args, owner)
+        rt.vault().set(tenant, args.name, value, agent_id=args.agent, at=rt.clock.now())
+    finally:
+        rt.close()
+    scope = f"agent {args.agent}" if args.agent else f"tenant {tenant}"
+    if wants_json(args):
+        emit_json({"name": args.name, "tenant": tenant, "agent_id": args.agent or None})
+    else:
+        out.print(f"stored secret {args.name} for {scope} (encrypted)")
+    return EXIT_COMPLETED
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        rows = rt.store.list_secrets(args.tenant)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json([{"name": n, "agent_id": a or None, "updated_at": t} for a, n, t in rows])
+    elif not rows:
+        out.print(f"no secrets for tenant {args.tenant}")
+    else:
+        for agent_id, name, _ in rows:
+            out.print(f"{name}  ({'agent ' + agent_id if agent_id else 'tenant ' + args.tenant})")
+    return EXIT_COMPLETED
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        owner = rt.store.get_record(args.agent).tenant if args.agent else None
+        tenant = _tenant_of(args, owner)
+        removed = rt.store.delete_secret(tenant, args.agent, check_name(args.name))
+    finally:
+        rt.close()
+    if not removed:
+        raise SecretError(
+            f"no secret {args.name} for "
+            f"{'agent ' + args.agent if args.agent else 'tenant ' + tenant}"
+        )
+    if not wants_json(args):
+        out.print(f"removed secret {args.name}")
+    return EXIT_COMPLETED
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    sys.stdout.write(new_key() + "\n")
+    return EXIT_COMPLETED

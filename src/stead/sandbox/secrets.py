@@ -1,0 +1,155 @@
+"""The secrets vault: encrypted at rest, scoped, injected per run, redacted.
+
+A secret belongs to a tenant, and optionally to one agent of it (an agent's
+own secret wins over the tenant's of the same name). Values are sealed with
+AES-256-GCM under the vault key before the store sees them; the associated
+data binds each ciphertext to its tenant, agent and name, so a sealed value
+copied to another row does not open. The key comes from ``STEAD_SECRET_KEY``
+(base64 of 32 bytes) or the file named by ``STEAD_SECRET_KEY_FILE``; stead
+never writes it next to the store.
+
+A tool declares the secret names it needs (``@stead.tool(secrets=["TOKEN"])``);
+only those reach it, in ``ctx.secrets``, for that one call. Whatever a tool
+returns is passed through :func:`redact` before it is journaled, so a value
+that comes back out is recorded as ``[secret:NAME]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ..canonical import dumps, loads
+from ..errors import SecretError
+from ..store.base import Store
+
+KEY_ENV = "STEAD_SECRET_KEY"
+KEY_FILE_ENV = "STEAD_SECRET_KEY_FILE"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def new_key() -> str:
+    """A fresh vault key, base64, for ``stead secret keygen``."""
+    return base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
+
+
+def load_key(environ: Mapping[str, str] | None = None) -> bytes:
+    """The vault key from the environment or its key file; explain what is missing."""
+    env = os.environ if environ is None else environ
+    text = env.get(KEY_ENV)
+    source = f"${KEY_ENV}"
+    if not text and env.get(KEY_FILE_ENV):
+        path = Path(env[KEY_FILE_ENV])
+        source = str(path)
+        try:
+            text = path.read_text(encoding="ascii").strip()
+        except OSError as exc:
+            raise SecretError(f"cannot read the vault key file {path}: {exc.strerror}") from exc
+    if not text:
+        raise SecretError(
+            f"no vault key: set {KEY_ENV} to a key, or {KEY_FILE_ENV} to a file holding one "
+            "(make one with `stead secret keygen`)"
+        )
+    try:
+        key = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        key = b""
+    if len(key) != 32:
+        raise SecretError(
+            f"the vault key in {source} is not base64 of 32 bytes; make one "
+            "with `stead secret keygen`"
+        )
+    return key
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise SecretError(
+            f"secret name {name!r} is not allowed; use letters, digits and "
+            "'_', starting with a letter, like API_TOKEN"
+        )
+    return name
+
+
+class Vault:
+    """Seals and opens secrets held in a store."""
+
+    def __init__(self, store: Store, key: bytes) -> None:
+        self._store = store
+        self._aead = AESGCM(key)
+
+    @staticmethod
+    def _aad(tenant: str, agent_id: str, name: str) -> bytes:
+        return f"stead-secret\x00{tenant}\x00{agent_id}\x00{name}".encode()
+
+    def set(self, tenant: str, name: str, value: str, *, agent_id: str = "", at: float) -> None:
+        check_name(name)
+        if not value:
+            raise SecretError(f"secret {name}: the value is empty; pass it on standard input")
+        nonce = os.urandom(12)
+        sealed = self._aead.encrypt(nonce, value.encode(), self._aad(tenant, agent_id, name))
+        self._store.put_secret(
+            tenant, agent_id, name, base64.b64encode(nonce + sealed).decode(), at
+        )
+
+    def _open(self, tenant: str, agent_id: str, name: str, sealed: str) -> str:
+        raw = base64.b64decode(sealed)
+        try:
+            plain = self._aead.decrypt(raw[:12], raw[12:], self._aad(tenant, agent_id, name))
+        except InvalidTag:
+            raise SecretError(
+                f"secret {name} does not open with this vault key (a different "
+                "key sealed it, or it was tampered with)"
+            ) from None
+        return plain.decode()
+
+    def get(self, tenant: str, agent_id: str, name: str) -> str | None:
+        """The value an agent sees for ``name``: its own, else its tenant's, else None."""
+        for scope in (agent_id, ""):
+            sealed = self._store.get_secret(tenant, scope, name)
+            if sealed is not None:
+                return self._open(tenant, scope, name, sealed)
+        return None
+
+    def for_call(self, tenant: str, agent_id: str, names: Iterable[str]) -> dict[str, str]:
+        """Exactly the declared secrets for one call; refuse if one is not set."""
+        values = {}
+        for name in names:
+            value = self.get(tenant, agent_id, name)
+            if value is None:
+                raise SecretError(
+                    f"the tool needs secret {name}, which is not set for agent {agent_id} or "
+                    f"its tenant {tenant}; set it with `stead secret set {name}`"
+                )
+            values[name] = value
+        return values
+
+
+def redact(value: Any, secrets: Mapping[str, str]) -> Any:
+    """``value`` with every secret value in it replaced by ``[secret:NAME]``."""
+    if not secrets:
+        return value
+    text = dumps(value)
+    changed = False
+    # longest first, so a secret containing another is replaced whole
+    for name, secret in sorted(secrets.items(), key=lambda kv: -len(kv[1])):
+        encoded = dumps(secret)[1:-1]  # as it appears inside a JSON string
+        if encoded and encoded in text:
+            text = text.replace(encoded, f"[secret:{name}]")
+            changed = True
+    return loads(text) if changed else value
+
+
+def redact_text(text: str, secrets: Mapping[str, str]) -> str:
+    for name, secret in sorted(secrets.items(), key=lambda kv: -len(kv[1])):
+        if secret:
+            text = text.replace(secret, f"[secret:{name}]")
+    return text

@@ -1,0 +1,161 @@
+"""The secrets vault: encrypted at rest, scoped, injected per call, redacted everywhere."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stead import Runtime, parse_spec
+from stead.cli.main import main
+from stead.errors import SecretError
+from stead.runtime.context import render
+from stead.sandbox.secrets import Vault, load_key, new_key, redact
+from stead.store.sqlite import SqliteStore
+
+SECRET = "s3cr3t-Value-9f2c"
+KEY = base64.b64decode(new_key())
+
+
+def test_values_are_sealed_scoped_and_bound_to_their_row(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    vault = Vault(store, KEY)
+    vault.set("acme", "TOKEN", "tenant-wide", at=1.0)
+    vault.set("acme", "TOKEN", "agent-own", agent_id="ag_1", at=1.0)
+    assert vault.get("acme", "ag_1", "TOKEN") == "agent-own"
+    assert vault.get("acme", "ag_2", "TOKEN") == "tenant-wide"
+    assert vault.get("other", "ag_1", "TOKEN") is None
+    assert store.list_secrets("acme") == [("", "TOKEN", 1.0), ("ag_1", "TOKEN", 1.0)]
+    with pytest.raises(SecretError, match="does not open"):
+        Vault(store, base64.b64decode(new_key())).get("acme", "ag_2", "TOKEN")
+    # a sealed value moved to another row does not open there
+    store.put_secret("acme", "", "OTHER", store.get_secret("acme", "", "TOKEN") or "", 2.0)
+    with pytest.raises(SecretError, match="does not open"):
+        vault.get("acme", "ag_2", "OTHER")
+    store.close()
+    assert b"tenant-wide" not in (tmp_path / "s.db").read_bytes()
+    assert b"agent-own" not in (tmp_path / "s.db").read_bytes()
+
+
+def test_the_key_comes_from_the_environment_or_a_file(tmp_path: Path) -> None:
+    key = new_key()
+    assert load_key({"STEAD_SECRET_KEY": key}) == base64.b64decode(key)
+    (tmp_path / "k").write_text(key + "\n")
+    assert load_key({"STEAD_SECRET_KEY_FILE": str(tmp_path / "k")}) == base64.b64decode(key)
+    with pytest.raises(SecretError, match="stead secret keygen"):
+        load_key({})
+    with pytest.raises(SecretError, match="not base64 of 32 bytes"):
+        load_key({"STEAD_SECRET_KEY": "short"})
+
+
+def test_redact_replaces_every_occurrence_even_inside_json_escapes() -> None:
+    tricky = 'a"b\\c'
+    value = {"x": [f"pre {tricky} post", {"k": tricky}], "n": 1}
+    assert redact(value, {"T": tricky}) == {
+        "x": ["pre [secret:T] post", {"k": "[secret:T]"}],
+        "n": 1,
+    }
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> tuple[Runtime, str]:
+    script = [
+        {"tool": "echo_token"},
+        {"tool": "fail_with_token"},
+        {"tool": "undeclared"},
+        {"finish": "done"},
+    ]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    mod = "tests.sandbox.secret_tools"
+    spec = parse_spec(
+        {
+            "name": "s",
+            "tenant": "acme",
+            "model": "scripted:script.yaml",
+            "tools": [f"{mod}:echo_token", f"{mod}:fail_with_token", f"{mod}:undeclared"],
+        },
+        tmp_path,
+    )
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
+    agent_id = rt.create(spec).agent_id
+    return rt, agent_id
+
+
+def test_a_secret_reaches_only_its_tool_and_is_recorded_nowhere(
+    agent: tuple[Runtime, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rt, agent_id = agent
+    rt.vault().set("acme", "TOKEN", SECRET, at=1.0)
+    state = rt.run(agent_id).state
+    assert state.status == "completed"
+    echoed, failed, undeclared = state.recent_calls
+    assert echoed["output"] == {"token": "[secret:TOKEN]", "said": "the token is [secret:TOKEN]!"}
+    assert failed["error"] == "RuntimeError: could not log in with [secret:TOKEN]"
+    assert undeclared["output"] == {"secrets": {}}, "undeclared tools get no secrets"
+    record = rt.store.get_record(agent_id)
+    context = render(state, record.spec, rt.tools_for(record)).text
+    journal = json.dumps([e.to_json() for e in rt.store.read_events(agent_id)])
+    rt.close()
+    assert (
+        main(
+            [
+                "trace",
+                agent_id,
+                "--json",
+                "--store",
+                f"sqlite:///{tmp_path / 's.db'}",
+                "--data-dir",
+                str(tmp_path / "data"),
+            ]
+        )
+        == 0
+    )
+    trace = capsys.readouterr().out
+    for where, text in (("context", context), ("journal", journal), ("trace", trace)):
+        assert SECRET not in text, where
+        assert "[secret:TOKEN]" in text, where
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    assert SECRET.encode() not in raw
+
+
+def test_a_missing_secret_is_a_clear_tool_error(agent: tuple[Runtime, str]) -> None:
+    rt, agent_id = agent
+    state = rt.run(agent_id).state
+    assert "needs secret TOKEN" in state.recent_calls[0]["error"]
+    assert "stead secret set TOKEN" in state.recent_calls[0]["error"]
+    rt.close()
+
+
+def test_the_secret_cli_reads_values_from_stdin_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}"]
+    monkeypatch.delenv("STEAD_SECRET_KEY", raising=False)
+    monkeypatch.delenv("STEAD_SECRET_KEY_FILE", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+    assert main(["secret", "set", "TOKEN", *store]) == 2
+    assert "stead secret keygen" in capsys.readouterr().err
+
+    assert main(["secret", "keygen"]) == 0
+    monkeypatch.setenv("STEAD_SECRET_KEY", capsys.readouterr().out.strip())
+    monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+    assert main(["secret", "set", "TOKEN", "--tenant", "acme", *store]) == 0
+    assert main(["secret", "ls", "--tenant", "acme", *store]) == 0
+    listed = capsys.readouterr().out
+    assert "TOKEN" in listed and SECRET not in listed
+    check = SqliteStore(tmp_path / "s.db")
+    assert Vault(check, load_key()).get("acme", "x", "TOKEN") == SECRET
+    check.close()
+    assert main(["secret", "rm", "TOKEN", "--tenant", "acme", *store]) == 0
+    assert main(["secret", "rm", "TOKEN", "--tenant", "acme", *store]) == 2
+    assert main(["secret", "set", "bad name", *store]) == 2
+    with sqlite3.connect(tmp_path / "s.db") as con:
+        assert con.execute("SELECT COUNT(*) FROM secrets").fetchone() == (0,)
+    assert os.environ.get("STEAD_SECRET_KEY")
