@@ -162,9 +162,30 @@ def test_an_invalid_script_reports_its_decision(base: Path) -> None:
     assert "explode" in message
 
 
-@pytest.mark.parametrize("tools", ["read_file", [""], [3], {"read_file": 1}])
+@pytest.mark.parametrize("tools", ["read_file", {"read_file": 1}])
 def test_bad_tools(base: Path, tools: Any) -> None:
     field_error(spec(tools=tools), base, "tools")
+
+
+@pytest.mark.parametrize(
+    ("tools", "field"),
+    [
+        ([""], "tools[0]"),
+        ([3], "tools[0]"),
+        (["shell", {"tool": "shell", "x": 1}], "tools[1]"),
+        ([{"tool": "shell", "secrets": "TOKEN"}], "tools[0].secrets"),
+    ],
+)
+def test_bad_tool_entries_are_named(base: Path, tools: Any, field: str) -> None:
+    field_error(spec(tools=tools), base, field)
+
+
+def test_a_tool_entry_can_grant_secrets(base: Path) -> None:
+    from stead.tools.registry import load_tools
+
+    s = parse_spec(spec(tools=["read_file", {"tool": "shell", "secrets": ["TOKEN"]}]), base)
+    loaded = load_tools(s.to_record()["tools"])
+    assert loaded["shell"].secrets == ("TOKEN",) and loaded["read_file"].secrets == ()
 
 
 @pytest.mark.parametrize(

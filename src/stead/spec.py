@@ -43,7 +43,7 @@ class AgentSpec:
     model: str
     tenant: str = "default"
     instructions: str = ""
-    tools: tuple[str, ...] = ()
+    tools: tuple[Any, ...] = ()
     autonomy: str = "act_autonomously"
     goals: tuple[dict[str, Any], ...] = ()
     workspace: str | None = None
@@ -100,9 +100,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     instructions = _str(data, "instructions", "")
     model, script = _parse_model(_str(data, "model"), base)
 
-    tools = data.get("tools", [])
-    if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
-        raise _fail("tools", "must be a list of tool names or module:function paths")
+    tools = _parse_tools(data.get("tools", []))
 
     autonomy = _str(data, "autonomy", "act_autonomously")
     if autonomy not in AUTONOMY_LEVELS:
@@ -143,6 +141,33 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
         base_dir=str(base),
         script=script,
     )
+
+
+def _parse_tools(tools: Any) -> list[Any]:
+    """Tool names or ``module:function`` paths, or ``{tool: REF, secrets: [NAMES]}``."""
+    if not isinstance(tools, list):
+        raise _fail("tools", "must be a list of tool names or module:function paths")
+    out: list[Any] = []
+    for i, t in enumerate(tools):
+        if isinstance(t, str) and t:
+            out.append(t)
+            continue
+        where = f"tools[{i}]"
+        if (
+            not isinstance(t, dict)
+            or not isinstance(t.get("tool"), str)
+            or set(t) - {"tool", "secrets"}
+        ):
+            raise _fail(
+                where,
+                "must be a tool name, a module:function path, or "
+                "{tool: NAME, secrets: [SECRET_NAME, ...]}",
+            )
+        secrets = t.get("secrets", [])
+        if not isinstance(secrets, list) or not all(isinstance(n, str) for n in secrets):
+            raise _fail(f"{where}.secrets", "must be a list of secret names")
+        out.append({"tool": t["tool"], "secrets": list(secrets)})
+    return out
 
 
 def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:

@@ -159,3 +159,30 @@ def test_the_secret_cli_reads_values_from_stdin_only(
     with sqlite3.connect(tmp_path / "s.db") as con:
         assert con.execute("SELECT COUNT(*) FROM secrets").fetchone() == (0,)
     assert os.environ.get("STEAD_SECRET_KEY")
+
+
+def test_shell_gets_the_secrets_its_spec_entry_grants_and_echoes_are_redacted(
+    tmp_path: Path,
+) -> None:
+    script = [
+        {"tool": "shell", "args": {"command": 'echo "token=$TOKEN"; env | grep -c OTHER'}},
+        {"finish": "done"},
+    ]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = parse_spec(
+        {
+            "name": "s",
+            "model": "scripted:script.yaml",
+            "tools": [{"tool": "shell", "secrets": ["TOKEN"]}],
+        },
+        tmp_path,
+    )
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
+    rt.vault().set("default", "TOKEN", SECRET, at=1.0)
+    rt.vault().set("default", "OTHER", "not-for-shell", at=1.0)
+    agent_id = rt.create(spec).agent_id
+    state = rt.run(agent_id).state
+    out = state.recent_calls[0]["output"]["stdout"]
+    assert out.splitlines() == ["token=[secret:TOKEN]", "0"]
+    assert SECRET not in json.dumps([e.to_json() for e in rt.store.read_events(agent_id)])
+    rt.close()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..errors import ToolError
 from .base import Tool, as_tool
@@ -43,12 +45,21 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
     return as_tool(obj)
 
 
-def load_tools(refs: Iterable[str], search_path: Iterable[str | Path] = ()) -> dict[str, Tool]:
-    """Load every tool a spec names, keyed by tool name; refuse duplicate names."""
+def load_tools(refs: Iterable[Any], search_path: Iterable[str | Path] = ()) -> dict[str, Tool]:
+    """Load every tool a spec names, keyed by tool name; refuse duplicate names.
+
+    A ref is a name or ``module:function``, or ``{"tool": REF, "secrets": [...]}``
+    to give a tool (``shell``, say) secrets its own declaration does not name.
+    """
     tools: dict[str, Tool] = {}
     paths = list(search_path)
     for ref in refs:
-        t = load_tool(ref, paths)
+        if isinstance(ref, dict):
+            t = load_tool(ref["tool"], paths)
+            extra = tuple(n for n in ref.get("secrets", []) if n not in t.secrets)
+            t = dataclasses.replace(t, secrets=t.secrets + extra)
+        else:
+            t = load_tool(ref, paths)
         if t.name in tools:
             raise ToolError(
                 f"two tools are named {t.name!r}; give one another name with @stead.tool(name=...)"
