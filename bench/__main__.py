@@ -5,14 +5,17 @@ round the systems take turns (stead, LangGraph, DBOS; the next round in the
 reverse order), so that a slow patch on a shared machine hits all of them, and
 every figure quoted is a median over rounds. stead's own extra workloads (the
 floor, the memory store, large tool results) run in stead's turn. Resumes take
-turns between systems and history sizes. The peers run in ``.venv-peers``
-(``make bench`` builds it); ``--systems stead`` runs stead alone. Prints a
-table and writes bench/results/latest.{json,md,png}. See docs/benchmarks.md.
+turns between systems and history sizes. The sandbox's overhead (stead only:
+the peers have no sandbox) is measured once, after the warm-up. The peers run
+in ``.venv-peers`` (``make bench`` builds it); ``--systems stead`` runs stead
+alone. Prints a table and writes bench/results/latest.{json,md,png}. See
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import comparison, floor, machine, report, steps
+from . import comparison, floor, machine, report, sandbox_overhead, steps
 from .systems import PEERS, PEERS_PYTHON, Hist, PeerError, Stead, System
 from .workload import REPO_ROOT
 
@@ -86,6 +89,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--large-steps", type=int, default=200, help="stead only: steps per large-output run"
     )
     p.add_argument("--floor-commits", type=int, default=500, help="commits per floor run (500)")
+    p.add_argument(
+        "--sandbox-runs",
+        type=int,
+        default=200,
+        help="stead only: runs of each trivial command, sandboxed and plain; 0 skips it (200)",
+    )
     p.add_argument("--quick", action="store_true", help="a fast smoke run (numbers are rough)")
     p.add_argument(
         "--workdir",
@@ -107,6 +116,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.rounds, args.w2_rounds, args.resume_reps = 2, 1, 2
         args.steps, args.variant_steps, args.floor_commits, args.large_steps = 200, 100, 100, 50
         args.agents = args.peer_agents = 50
+        args.sandbox_runs = min(args.sandbox_runs, 30)
         args.sizes = [10, 1_000]
     unknown = [s for s in args.systems if s != "stead" and s not in PEERS]
     if unknown:
@@ -230,6 +240,22 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.large_output:
         once(lambda d: steps.measure(d, 30, "sqlite", args.large_output))
 
+    # -- stead only, once: a command in the sandbox against a plain subprocess
+    sandbox: dict[str, Any] | None = None
+    if args.sandbox_runs:
+        sandbox = once(lambda d: sandbox_overhead.measure(d, args.sandbox_runs))
+        if sandbox.get("skipped"):
+            say(f"sandbox overhead: not measured ({sandbox['skipped']})")
+        else:
+            say(
+                f"sandbox overhead ({sandbox['sandbox']}): "
+                + ", ".join(
+                    f"{shlex.join(c['argv'])} {c['sandbox_median_ms']:.1f} ms "
+                    f"vs {c['plain_median_ms']:.1f} ms plain"
+                    for c in sandbox["commands"].values()
+                )
+            )
+
     histories = build_histories(args, work, systems, attempt)
 
     # -- W1, with stead's own extra workloads in stead's turn ----------------
@@ -351,6 +377,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     stead_hists = [h.handle for h in histories["stead"].values()]
     stead_resumes = {h.handle.events: resumes["stead"][n] for n, h in histories["stead"].items()}
     res = report.summarise(info, vars(args), rounds, stead_hists, stead_resumes)
+    res["sandbox"] = sandbox
     res["compare"] = comparison.summarise(
         systems, infos, w1, variants, labels, w2, histories, resumes, w5, res["floor"], errors
     )

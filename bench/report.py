@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -166,6 +167,34 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                 f"commit rewrites is {large['state_bytes'] / 1e3:,.0f} kB "
                 f"(vs {s['state_bytes'] / 1e3:,.1f} kB); {cfg['large_steps']} steps x "
                 f"{cfg['rounds']} rounds",
+            )
+        )
+    rows += sandbox_rows(res.get("sandbox"))
+    return rows
+
+
+def sandbox_rows(sb: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    """One row per trivial command: in the sandbox against a plain subprocess."""
+    if not sb:
+        return []
+    if sb.get("skipped"):
+        return [("Sandbox overhead", "not measured", str(sb["skipped"]))]
+    if sb["pids_cgroup"]:
+        cg = sb.get("cgroup_make_remove_ms") or {}
+        cgroup = f"pids cgroup under {sb['pids_cgroup_root']}"
+        if "median_ms" in cg:
+            cgroup += f" (making + removing one: {_n(cg['median_ms'])} ms)"
+    else:
+        cgroup = "no pids cgroup (ulimit -u instead)"
+    rows = []
+    for c in sb["commands"].values():
+        rows.append(
+            (
+                f"A command in the sandbox ({sb['sandbox']}): {shlex.join(c['argv'])}",
+                f"{_n(c['sandbox_median_ms'])} ms vs {_n(c['plain_median_ms'])} ms plain: "
+                f"+{_n(c['overhead_ms'])} ms ({_n(c['ratio'], 1)}x)",
+                f"p90 {_n(c['sandbox_p90_ms'])} vs {_n(c['plain_p90_ms'])} ms; {cgroup}; "
+                f"{sb['runs']} runs each way, alternating",
             )
         )
     return rows

@@ -28,6 +28,7 @@ from ..state import State
 from ..store import open_store
 from ..store.base import AgentRecord, Store
 from ..store.blobs import BlobStore
+from ..store.scoped import TenantStore
 from ..tools.base import Tool
 from ..tools.registry import load_tools
 from .activation import LEASE_TTL, Activation, Outcome
@@ -48,12 +49,16 @@ class Runtime:
         lease_ttl: float = LEASE_TTL,
         sandbox: Sandbox | None = None,
         secret_key: bytes | None = None,
+        tenant: str | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
+        if tenant is not None:
+            # everything this runtime does goes through one tenant's view
+            self.store = TenantStore(self.store, tenant)
+        self.tenant = tenant
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="stead-")
         self.data_dir = Path(data_dir)
-        self.blobs = BlobStore(self.data_dir / "blobs")
         self.clock = clock or SystemClock()
         self.lease_ttl = lease_ttl
         self.sandbox = sandbox
@@ -67,7 +72,11 @@ class Runtime:
         self.store.close()
 
     def workspace(self, agent_id: str, tenant: str) -> Workspace:
-        return Workspace(self.data_dir / "workspaces" / tenant / agent_id, self.blobs)
+        return Workspace(self.data_dir / "workspaces" / tenant / agent_id, self.blobs(tenant))
+
+    def blobs(self, tenant: str) -> BlobStore:
+        """A tenant's own blob store: no tenant can name another's content."""
+        return BlobStore(self.data_dir / "blobs" / tenant)
 
     # -- creating -------------------------------------------------------------
 
@@ -88,7 +97,7 @@ class Runtime:
         # workspace under the agent's name (a stored agent whose folder never
         # arrived is rebuilt from its manifest's blobs on first run).
         ws = self.workspace(agent_id, spec.tenant)
-        staging = Workspace(ws.root.with_name(f".new-{agent_id}"), self.blobs)
+        staging = Workspace(ws.root.with_name(f".new-{agent_id}"), ws.blobs)
         shutil.rmtree(staging.root, ignore_errors=True)
         staging.create()
         if spec.workspace:

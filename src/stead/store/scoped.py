@@ -1,0 +1,141 @@
+"""A store seen through one tenant.
+
+Everything above the backend that acts for a tenant holds a :class:`TenantStore`,
+not the backend itself. It answers every question about another tenant's
+agents, leases and secrets exactly as it answers about agents that do not
+exist (:class:`~stead.errors.NotFound`, with the same wording), so holding
+tenant A's view neither reaches tenant B's data nor learns that it exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from ..errors import NotFound, SteadError, UsageError
+from ..journal import Event
+from ..state import State
+from .base import AgentRecord, AgentSummary, Batch, Lease, Store
+
+
+def _missing(agent_id: str) -> NotFound:
+    return NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
+
+
+class TenantStore(Store):
+    """Delegates to ``inner``, refusing anything outside ``tenant``."""
+
+    def __init__(self, inner: Store, tenant: str) -> None:
+        self.inner = inner
+        self.tenant = tenant
+        self.schema_version = inner.schema_version
+        # an agent's tenant never changes, so what was checked stays checked
+        self._mine: set[str] = set()
+
+    def _check(self, agent_id: str) -> None:
+        if agent_id in self._mine:
+            return
+        try:
+            record = self.inner.get_record(agent_id)
+        except NotFound:
+            raise _missing(agent_id) from None
+        if record.tenant != self.tenant:
+            raise _missing(agent_id)
+        self._mine.add(agent_id)
+
+    def _create(
+        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+    ) -> None:
+        if record.tenant != self.tenant:
+            raise UsageError(
+                f"this store view belongs to tenant {self.tenant} and cannot "
+                f"create an agent of tenant {record.tenant}"
+            )
+        self.inner._create(record, events, state, at)
+        self._mine.add(record.agent_id)
+
+    def get_record(self, agent_id: str) -> AgentRecord:
+        self._check(agent_id)
+        return self.inner.get_record(agent_id)
+
+    def load_state(self, agent_id: str) -> State:
+        self._check(agent_id)
+        return self.inner.load_state(agent_id)
+
+    def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
+        if tenant is not None and tenant != self.tenant:
+            return []
+        return self.inner.list_agents(self.tenant)
+
+    def _write(
+        self,
+        agent_id: str,
+        events: Sequence[Event],
+        state: State,
+        *,
+        expected_version: int,
+        epoch: int,
+        at: float,
+    ) -> None:
+        self._check(agent_id)
+        self.inner._write(
+            agent_id, events, state, expected_version=expected_version, epoch=epoch, at=at
+        )
+
+    def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
+        refused: dict[int, SteadError] = {}
+        for i, b in enumerate(batches):
+            try:
+                self._check(b.events[0].agent_id)
+            except NotFound as exc:
+                refused[i] = exc
+        allowed = [b for i, b in enumerate(batches) if i not in refused]
+        results = iter(self.inner.append_many(allowed, at))
+        return [refused[i] if i in refused else next(results) for i in range(len(batches))]
+
+    def read_events(
+        self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[Event]:
+        self._check(agent_id)
+        return self.inner.read_events(agent_id, from_seq, to_seq)
+
+    def acquire_lease(
+        self, agent_id: str, owner: str, ttl: float, now: float, *, takeover: str | None = None
+    ) -> Lease:
+        self._check(agent_id)
+        return self.inner.acquire_lease(agent_id, owner, ttl, now, takeover=takeover)
+
+    def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
+        self._check(lease.agent_id)
+        return self.inner.renew_lease(lease, ttl, now)
+
+    def release_lease(self, lease: Lease) -> None:
+        self._check(lease.agent_id)
+        self.inner.release_lease(lease)
+
+    def get_lease(self, agent_id: str) -> Lease | None:
+        self._check(agent_id)
+        return self.inner.get_lease(agent_id)
+
+    def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
+        if tenant != self.tenant:
+            raise UsageError(
+                f"this store view belongs to tenant {self.tenant}; it cannot "
+                f"set secrets of tenant {tenant}"
+            )
+        if agent_id:
+            self._check(agent_id)
+        self.inner.put_secret(tenant, agent_id, name, sealed, at)
+
+    def get_secret(self, tenant: str, agent_id: str, name: str) -> str | None:
+        if tenant != self.tenant:
+            return None
+        return self.inner.get_secret(tenant, agent_id, name)
+
+    def list_secrets(self, tenant: str) -> list[tuple[str, str, float]]:
+        return self.inner.list_secrets(tenant) if tenant == self.tenant else []
+
+    def delete_secret(self, tenant: str, agent_id: str, name: str) -> bool:
+        return tenant == self.tenant and self.inner.delete_secret(tenant, agent_id, name)
+
+    def close(self) -> None:
+        self.inner.close()

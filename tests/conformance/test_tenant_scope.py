@@ -1,0 +1,93 @@
+"""Tenant separation, for every backend: a tenant's view of the store sees only its own.
+
+Another tenant's agent, lease or secret is answered exactly like one that does
+not exist, so a view neither reaches nor reveals what is not its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stead.errors import NotFound, UsageError
+from stead.journal import NewEvent, seal
+from stead.state import fold
+from stead.store.base import AgentRecord, Batch, Store
+from stead.store.scoped import TenantStore
+
+
+def _create(view: Store, agent_id: str, tenant: str) -> None:
+    view.create_agent(
+        AgentRecord(agent_id, tenant, agent_id, {}, 1.0),
+        [NewEvent("agent_created", {"tenant": tenant, "name": agent_id})],
+        1.0,
+    )
+
+
+@pytest.fixture
+def views(store: Store) -> tuple[TenantStore, TenantStore]:
+    a, b = TenantStore(store, "acme"), TenantStore(store, "globex")
+    _create(a, "ag_a", "acme")
+    _create(b, "ag_b", "globex")
+    return a, b
+
+
+def test_another_tenant_s_agent_is_not_found_like_a_missing_one(
+    views: tuple[TenantStore, TenantStore],
+) -> None:
+    a, _ = views
+    reads = [
+        lambda agent: a.get_record(agent),
+        lambda agent: a.load_state(agent),
+        lambda agent: list(a.read_events(agent)),
+        lambda agent: a.get_lease(agent),
+        lambda agent: a.acquire_lease(agent, "w", 30, 1.0),
+        lambda agent: a.state_at(agent, 1),
+    ]
+    for read in reads:
+        with pytest.raises(NotFound) as other:
+            read("ag_b")
+        with pytest.raises(NotFound) as missing:
+            read("ag_nope")
+        assert str(other.value) == str(missing.value).replace("ag_nope", "ag_b")
+    assert [s.agent_id for s in a.list_agents()] == ["ag_a"]
+    assert a.list_agents("globex") == []
+    assert a.load_state("ag_a").version == 1
+
+
+def test_a_view_cannot_write_to_or_create_in_another_tenant(
+    views: tuple[TenantStore, TenantStore],
+    store: Store,
+) -> None:
+    a, b = views
+    theirs = store.load_state("ag_b")
+    events = seal(
+        "ag_b", 2, theirs.head_hash, 2.0, 0, [NewEvent("memory_written", {"values": {"x": 1}})]
+    )
+    with pytest.raises(NotFound):
+        a.append(events, fold(events, theirs), expected_version=1, epoch=0, at=2.0)
+    (result,) = a.append_many([Batch(events, fold(events, theirs), 1, 0)], 2.0)
+    assert isinstance(result, NotFound)
+    assert store.load_state("ag_b").version == 1
+    with pytest.raises(UsageError, match="tenant acme"):
+        _create(a, "ag_sneaky", "globex")
+    with pytest.raises(NotFound):
+        store.get_record("ag_sneaky")
+    # its own writes go through
+    b.append(events, fold(events, theirs), expected_version=1, epoch=0, at=2.0)
+    assert store.load_state("ag_b").version == 2
+
+
+def test_secrets_are_visible_to_their_tenant_only(
+    views: tuple[TenantStore, TenantStore], store: Store
+) -> None:
+    a, b = views
+    b.put_secret("globex", "", "TOKEN", "sealed-b", 1.0)
+    assert a.get_secret("globex", "", "TOKEN") is None
+    assert a.list_secrets("globex") == []
+    assert a.delete_secret("globex", "", "TOKEN") is False
+    with pytest.raises(UsageError):
+        a.put_secret("globex", "", "TOKEN", "overwrite", 2.0)
+    with pytest.raises(NotFound):
+        a.put_secret("acme", "ag_b", "TOKEN", "pinned-to-their-agent", 2.0)
+    assert store.get_secret("globex", "", "TOKEN") == "sealed-b"
+    assert b.list_secrets("globex") == [("", "TOKEN", 1.0)]
