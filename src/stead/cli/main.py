@@ -25,7 +25,7 @@ from ..errors import (
     ToolError,
     UsageError,
 )
-from . import agents, demo, doctor, inspect, secret, work
+from . import agents, demo, doctor, inspect, secret, selftest, work
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 
 
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     work.register(sub, common)
     doctor.register(sub, common)
     secret.register(sub, common)
+    selftest.register(sub, common)
     demo.register(sub, common)
     return parser
 

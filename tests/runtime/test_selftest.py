@@ -1,0 +1,67 @@
+"""``stead selftest isolation`` passes here, and fails with evidence when isolation breaks."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from stead.cli.main import main
+from stead.runtime.selftest import isolation_selftest
+from stead.sandbox.bwrap import BwrapSandbox
+from stead.sandbox.select import probe
+from stead.store.sqlite import SqliteStore
+
+
+@pytest.fixture(scope="module")
+def bwrap() -> BwrapSandbox:
+    found, why = probe()
+    if found is None and os.environ.get("CI") == "true":
+        pytest.fail(f"CI must be able to sandbox: {why}")
+    if found is None:
+        pytest.skip(f"no sandbox on this machine: {why}")
+    return found
+
+
+class SharedTmpSandbox(BwrapSandbox):
+    """A broken sandbox: every run shares one host folder as its /tmp."""
+
+    def __init__(self, binary: str, shared: Path) -> None:
+        super().__init__(binary)
+        self.shared = shared
+
+    def command(
+        self, argv: Sequence[str], workspace: Path, env: Mapping[str, str], network: bool
+    ) -> list[str]:
+        args = super().command(argv, workspace, env, network)
+        i = args.index("--tmpfs")
+        return [*args[:i], "--bind", str(self.shared), "/tmp", *args[i + 2 :]]
+
+
+def test_the_selftest_passes_on_this_machine(
+    bwrap: BwrapSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["selftest", "isolation", "--json", "--store", f"sqlite:///{tmp_path / 's.db'}"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["passed"] is True, report
+    assert len(report["checks"]) >= 10
+
+
+def test_a_shared_tmp_makes_it_fail_with_evidence(bwrap: BwrapSandbox, tmp_path: Path) -> None:
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    store = SqliteStore(tmp_path / "s.db")
+    report = isolation_selftest(
+        store, tmp_path / "data", sandbox=SharedTmpSandbox(bwrap.binary, shared)
+    )
+    store.close()
+    assert not report.passed
+    failed = {name: evidence for name, ok, evidence in report.checks if not ok}
+    assert "no canary in B's sandbox (listing, reading, environment, processes)" in failed
+    assert (
+        "stead-canary-"
+        in failed["no canary in B's sandbox (listing, reading, environment, processes)"]
+    )
