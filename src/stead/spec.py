@@ -144,7 +144,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
 
 
 def _parse_tools(tools: Any) -> list[Any]:
-    """Tool names or ``module:function`` paths, or ``{tool: REF, secrets: [NAMES]}``."""
+    """Tool names or ``module:function`` paths, or ``{tool: REF, secrets: [..], env: [..]}``."""
     if not isinstance(tools, list):
         raise _fail("tools", "must be a list of tool names or module:function paths")
     out: list[Any] = []
@@ -156,17 +156,24 @@ def _parse_tools(tools: Any) -> list[Any]:
         if (
             not isinstance(t, dict)
             or not isinstance(t.get("tool"), str)
-            or set(t) - {"tool", "secrets"}
+            or set(t) - {"tool", "secrets", "env"}
         ):
             raise _fail(
                 where,
                 "must be a tool name, a module:function path, or "
-                "{tool: NAME, secrets: [SECRET_NAME, ...]}",
+                "{tool: NAME, secrets: [SECRET_NAME, ...], env: [VARIABLE, ...]}",
             )
-        secrets = t.get("secrets", [])
-        if not isinstance(secrets, list) or not all(isinstance(n, str) for n in secrets):
-            raise _fail(f"{where}.secrets", "must be a list of secret names")
-        out.append({"tool": t["tool"], "secrets": list(secrets)})
+        for key in ("secrets", "env"):
+            names = t.get(key, [])
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise _fail(f"{where}.{key}", "must be a list of names")
+        out.append(
+            {
+                "tool": t["tool"],
+                "secrets": list(t.get("secrets", [])),
+                "env": list(t.get("env", [])),
+            }
+        )
     return out
 
 

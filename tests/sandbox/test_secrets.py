@@ -186,3 +186,27 @@ def test_shell_gets_the_secrets_its_spec_entry_grants_and_echoes_are_redacted(
     assert out.splitlines() == ["token=[secret:TOKEN]", "0"]
     assert SECRET not in json.dumps([e.to_json() for e in rt.store.read_events(agent_id)])
     rt.close()
+
+
+def test_shell_sees_only_the_worker_variables_its_entry_declares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEAD_TEST_VISIBLE", "yes")
+    monkeypatch.setenv("STEAD_TEST_HIDDEN", "no")
+    script = [
+        {"tool": "shell", "args": {"command": "env | grep STEAD_TEST_ | sort"}},
+        {"finish": "done"},
+    ]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = parse_spec(
+        {
+            "name": "e",
+            "model": "scripted:script.yaml",
+            "tools": [{"tool": "shell", "env": ["STEAD_TEST_VISIBLE"]}],
+        },
+        tmp_path,
+    )
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data")
+    state = rt.run(rt.create(spec).agent_id).state
+    assert state.recent_calls[0]["output"]["stdout"].splitlines() == ["STEAD_TEST_VISIBLE=yes"]
+    rt.close()

@@ -226,7 +226,9 @@ class Activation:
         if self.on_commit is not None:
             self.on_commit(events)
 
-    def ctx_for(self, call_id: str, secrets: Mapping[str, str] | None = None) -> ToolContext:
+    def ctx_for(
+        self, call_id: str, secrets: Mapping[str, str] | None = None, tool: Tool | None = None
+    ) -> ToolContext:
         return ToolContext(
             agent_id=self.record.agent_id,
             tenant=self.record.tenant,
@@ -235,6 +237,7 @@ class Activation:
             workspace=self.workspace.root,
             sandbox=self.sandbox,
             secrets=secrets or {},
+            env={n: os.environ[n] for n in (tool.env if tool else ()) if n in os.environ},
         )
 
     def secrets_for(self, t: Tool) -> dict[str, str]:
@@ -367,7 +370,7 @@ class Activation:
         secrets: dict[str, str] = {}
         try:
             secrets = self.secrets_for(t)
-            output = t.call(args, self.ctx_for(call_id, secrets))
+            output = t.call(args, self.ctx_for(call_id, secrets, t))
             # a secret the tool echoes is recorded as [secret:NAME], never as itself
             result: dict[str, Any] = {"ok": True, "output": redact(jsonable(output), secrets)}
         except Exception as exc:  # a tool's failure is the model's to see, not a crash

@@ -52,6 +52,8 @@ class ToolContext:
     sandbox: Sandbox | None = None
     # the vault secrets this tool declared, for this call only
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # the worker's environment variables this tool declared (and only those)
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class Tool:
     reconcile: ReconcileHook | None = None
     compensate: CompensateHook | None = None
     secrets: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
 
     def call(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         check_args(self, args)
@@ -121,6 +124,7 @@ def tool(
     reconcile: ReconcileHook | None = ...,
     compensate: CompensateHook | None = ...,
     secrets: Sequence[str] = ...,
+    env: Sequence[str] = ...,
 ) -> Callable[[F], F]: ...
 
 
@@ -133,14 +137,16 @@ def tool(
     reconcile: ReconcileHook | None = None,
     compensate: CompensateHook | None = None,
     secrets: Sequence[str] = (),
+    env: Sequence[str] = (),
 ) -> F | Callable[[F], F]:
     """Declare a function as a stead tool.
 
     ``@stead.tool(effect="idempotent")`` or bare ``@stead.tool`` (effectful, the
     safe default). ``secrets`` names the vault secrets the tool needs; only
-    those reach it, in ``ctx.secrets``. The function is returned unchanged,
-    with its declaration attached, so it stays callable and testable as
-    ordinary Python.
+    those reach it, in ``ctx.secrets``. ``env`` names variables of the
+    worker's environment the tool may see, in ``ctx.env`` (commands it runs
+    get them too). The function is returned unchanged, with its declaration
+    attached, so it stays callable and testable as ordinary Python.
     """
 
     def wrap(f: F) -> F:
@@ -154,6 +160,7 @@ def tool(
                 reconcile=reconcile,
                 compensate=compensate,
                 secrets=secrets,
+                env=env,
             ),
         )
         return f
@@ -169,6 +176,7 @@ def make_tool(
     reconcile: ReconcileHook | None = None,
     compensate: CompensateHook | None = None,
     secrets: Sequence[str] = (),
+    env: Sequence[str] = (),
 ) -> Tool:
     try:
         eff = Effect(effect)
@@ -188,6 +196,7 @@ def make_tool(
         reconcile=reconcile,
         compensate=compensate,
         secrets=tuple(secrets),
+        env=tuple(env),
     )
 
 

@@ -60,8 +60,9 @@ def shell(command: str, ctx: ToolContext, timeout: float = SHELL_TIMEOUT) -> dic
     """Run a command line in the workspace, in the sandbox; return its exit code and output."""
     sandbox = ctx.sandbox or select()
     home = WORKSPACE_INSIDE if sandbox.isolation().isolated else str(ctx.workspace)
-    # only the secrets the spec gave this tool, for this run
-    env = {**ctx.secrets, "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"}
+    # the variables and secrets the spec gave this tool, for this run only
+    env = {**ctx.env, **ctx.secrets}
+    env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"})
     result = sandbox.run(
         ["/bin/sh", "-c", command],
         ctx.workspace,

@@ -57,7 +57,8 @@ def load_tools(refs: Iterable[Any], search_path: Iterable[str | Path] = ()) -> d
         if isinstance(ref, dict):
             t = load_tool(ref["tool"], paths)
             extra = tuple(n for n in ref.get("secrets", []) if n not in t.secrets)
-            t = dataclasses.replace(t, secrets=t.secrets + extra)
+            env = tuple(n for n in ref.get("env", []) if n not in t.env)
+            t = dataclasses.replace(t, secrets=t.secrets + extra, env=t.env + env)
         else:
             t = load_tool(ref, paths)
         if t.name in tools:
