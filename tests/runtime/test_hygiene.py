@@ -61,9 +61,7 @@ def test_no_module_keeps_anything_of_an_agent_after_its_run(tmp_path: Path) -> N
     live = [
         o
         for o in gc.get_objects()
-        if isinstance(o, Activation)
-        and o.record.agent_id == agent
-        or isinstance(o, Renderer)
-        and o.spec.get("name") == canary
+        if (isinstance(o, Activation) and o.record.agent_id == agent)
+        or (isinstance(o, Renderer) and o.spec.get("name") == canary)
     ]
     assert live == [], "an activation or renderer outlived its run"
