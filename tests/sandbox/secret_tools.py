@@ -19,3 +19,10 @@ def fail_with_token(ctx: ToolContext) -> None:
 @tool(effect="read_only")
 def undeclared(ctx: ToolContext) -> dict[str, object]:
     return {"secrets": dict(ctx.secrets)}
+
+
+@tool(effect="effectful", secrets=["TOKEN"])
+def run_with_token(ctx: ToolContext) -> dict[str, object]:
+    """Starts a process the supported way: ctx.run, in the sandbox."""
+    result = ctx.run(["/bin/sh", "-c", 'printf %s "$TOKEN" > used.txt; pwd; hostname'])
+    return result.to_json()

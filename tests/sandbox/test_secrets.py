@@ -210,3 +210,24 @@ def test_shell_sees_only_the_worker_variables_its_entry_declares(
     state = rt.run(rt.create(spec).agent_id).state
     assert state.recent_calls[0]["output"]["stdout"].splitlines() == ["STEAD_TEST_VISIBLE=yes"]
     rt.close()
+
+
+def test_a_python_tool_runs_its_process_in_the_sandbox_with_its_secret(tmp_path: Path) -> None:
+    script = [{"tool": "run_with_token"}, {"finish": "done"}]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = parse_spec(
+        {
+            "name": "p",
+            "model": "scripted:script.yaml",
+            "tools": ["tests.sandbox.secret_tools:run_with_token"],
+        },
+        tmp_path,
+    )
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
+    rt.vault().set("default", "TOKEN", SECRET, at=1.0)
+    agent_id = rt.create(spec).agent_id
+    state = rt.run(agent_id).state
+    assert state.recent_calls[0]["output"]["stdout"].split() == ["/workspace", "stead"]
+    used = rt.workspace(agent_id, "default").root / "used.txt"
+    assert used.read_text() == SECRET, "the process got the secret it was granted"
+    rt.close()

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from ..errors import ToolError
-from ..sandbox.base import Sandbox
+from ..sandbox.base import WORKSPACE_INSIDE, Limits, RunResult, Sandbox
+from ..sandbox.select import select
 
 
 class Effect(enum.StrEnum):
@@ -54,6 +55,25 @@ class ToolContext:
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     # the worker's environment variables this tool declared (and only those)
     env: Mapping[str, str] = field(default_factory=dict)
+
+    def run(
+        self, argv: Sequence[str], *, timeout: float = 120.0, limits: Limits | None = None
+    ) -> RunResult:
+        """Run a command for this call, in the sandbox, in the workspace.
+
+        Every process a tool starts should start here: the command sees the
+        workspace at ``/workspace``, this call's declared variables and
+        secrets, and nothing else of the worker; it is killed with its children
+        at ``timeout``. Without a sandbox (and no opt-in) it raises
+        :class:`~stead.errors.SandboxUnavailable`.
+        """
+        sandbox = self.sandbox or select()
+        home = WORKSPACE_INSIDE if sandbox.isolation().isolated else str(self.workspace)
+        env = {**self.env, **self.secrets}
+        env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"})
+        return sandbox.run(
+            list(argv), self.workspace, env=env, limits=limits or Limits(wall_seconds=timeout)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..sandbox.base import WORKSPACE_INSIDE, Limits
+from ..sandbox.base import Limits
 from ..sandbox.paths import resolve_inside
-from ..sandbox.select import select
 from .base import ToolContext, tool
 
 MAX_READ = 256 * 1024
@@ -58,15 +57,8 @@ def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
 @tool(effect="effectful")
 def shell(command: str, ctx: ToolContext, timeout: float = SHELL_TIMEOUT) -> dict[str, Any]:
     """Run a command line in the workspace, in the sandbox; return its exit code and output."""
-    sandbox = ctx.sandbox or select()
-    home = WORKSPACE_INSIDE if sandbox.isolation().isolated else str(ctx.workspace)
-    # the variables and secrets the spec gave this tool, for this run only
-    env = {**ctx.env, **ctx.secrets}
-    env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"})
-    result = sandbox.run(
+    result = ctx.run(
         ["/bin/sh", "-c", command],
-        ctx.workspace,
-        env=env,
         limits=Limits(wall_seconds=timeout, output_bytes=MAX_OUTPUT),
     )
     out = result.to_json()
