@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -12,18 +11,7 @@ import pytest
 from stead.cli.main import main
 from stead.runtime.selftest import isolation_selftest
 from stead.sandbox.bwrap import BwrapSandbox
-from stead.sandbox.select import probe
 from stead.store.sqlite import SqliteStore
-
-
-@pytest.fixture(scope="module")
-def bwrap() -> BwrapSandbox:
-    found, why = probe()
-    if found is None and os.environ.get("CI") == "true":
-        pytest.fail(f"CI must be able to sandbox: {why}")
-    if found is None:
-        pytest.skip(f"no sandbox on this machine: {why}")
-    return found
 
 
 class SharedTmpSandbox(BwrapSandbox):

@@ -1,0 +1,21 @@
+"""Fixtures shared across test folders."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from stead.sandbox.bwrap import BwrapSandbox
+from stead.sandbox.select import probe
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> BwrapSandbox:
+    """The machine's bubblewrap sandbox. CI must have one; elsewhere, skip and say why."""
+    found, why = probe()
+    if found is None and os.environ.get("CI") == "true":
+        pytest.fail(f"CI must be able to sandbox: {why}")
+    if found is None:
+        pytest.skip(f"no sandbox on this machine: {why}")
+    return found
