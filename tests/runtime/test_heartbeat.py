@@ -18,13 +18,13 @@ STARTED = threading.Event()
 @tool(effect="read_only")
 def slow(ctx: ToolContext) -> str:
     STARTED.set()
-    time.sleep(1.2)
+    time.sleep(2.4)
     return "done"
 
 
 def test_the_lease_is_renewed_while_a_long_tool_runs(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text("- {tool: slow}\n- {finish: x}\n")
-    ttl = 0.3
+    ttl = 0.6
     rt = Runtime(
         SqliteStore(tmp_path / "db"), tmp_path / "data", clock=SystemClock(), lease_ttl=ttl
     )
