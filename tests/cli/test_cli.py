@@ -144,3 +144,26 @@ def test_every_command_is_documented() -> None:
     commands = set(sub.choices)  # type: ignore[arg-type]
     missing = sorted(c for c in commands if f"stead {c}" not in readme)
     assert not missing, f"README.md does not document: {missing}"
+
+
+def test_tenant_scopes_every_command(
+    tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_agent(tmp_path, [{"finish": "x"}], tenant="acme")
+    assert main(["run", str(spec), "--id", "ag_acme", "--store", store, "--tenant", "acme"]) == 0
+    capsys.readouterr()
+    for argv in (
+        ["show", "ag_acme"],
+        ["trace", "ag_acme"],
+        ["audit", "verify", "ag_acme"],
+        ["resume", "ag_acme"],
+    ):
+        assert main([*argv, "--store", store, "--tenant", "globex"]) == 2, argv
+        assert "no agent with id ag_acme" in capsys.readouterr().err
+    code, agents = run_json(capsys, "ls", "--store", store, "--tenant", "globex")
+    assert code == 0 and agents == []
+    code, agents = run_json(capsys, "ls", "--store", store, "--tenant", "acme")
+    assert [a["agent_id"] for a in agents] == ["ag_acme"]
+    # a spec of another tenant cannot be created through this tenant's view
+    assert main(["run", str(spec), "--store", store, "--tenant", "globex"]) == 2
+    assert "belongs to tenant globex" in capsys.readouterr().err

@@ -41,6 +41,13 @@ def common_options() -> argparse.ArgumentParser:
         help="folder for blobs and workspaces (default: beside a SQLite store, or $STEAD_DATA_DIR)",
     )
     p.add_argument(
+        "--tenant",
+        default=argparse.SUPPRESS,
+        metavar="T",
+        help="act as tenant T only: other tenants' agents and secrets are not found "
+        "(default: $STEAD_TENANT, else every tenant, as the operator)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         default=argparse.SUPPRESS,
@@ -51,6 +58,11 @@ def common_options() -> argparse.ArgumentParser:
 
 def store_url(args: argparse.Namespace) -> str:
     return str(getattr(args, "store", None) or os.environ.get("STEAD_STORE") or DEFAULT_URL)
+
+
+def tenant_of(args: argparse.Namespace) -> str | None:
+    """The tenant a command acts as, or None for the operator (every tenant)."""
+    return getattr(args, "tenant", None) or os.environ.get("STEAD_TENANT") or None
 
 
 def wants_json(args: argparse.Namespace) -> bool:
@@ -64,7 +76,7 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     )
     if data_dir is None:
         data_dir = str(Path(".stead").resolve())
-    return Runtime(url, data_dir)
+    return Runtime(url, data_dir, tenant=tenant_of(args))
 
 
 def emit_json(value: Any) -> None:

@@ -18,6 +18,7 @@ from .common import (
     open_runtime,
     out,
     status_style,
+    tenant_of,
     wants_json,
 )
 
@@ -26,7 +27,6 @@ def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     p = sub.add_parser("ls", parents=[common], help="list agents")
-    p.add_argument("--tenant", help="only this tenant's agents")
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("show", parents=[common], help="show an agent's state")
@@ -52,7 +52,7 @@ def register(
 def cmd_ls(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
-        agents = rt.store.list_agents(args.tenant)
+        agents = rt.store.list_agents(tenant_of(args))
     finally:
         rt.close()
     if wants_json(args):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import NotFound, SecretError
+from ..errors import SecretError
 from ..sandbox.secrets import check_name, new_key
-from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, wants_json
+from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, tenant_of, wants_json
 
 
 def register(
@@ -24,7 +24,6 @@ def register(
     p.set_defaults(func=cmd_set)
 
     p = ss.add_parser("ls", parents=[common], help="list secret names and scopes (no values)")
-    p.add_argument("--tenant", default="default")
     p.set_defaults(func=cmd_ls)
 
     p = ss.add_parser("rm", parents=[common], help="remove a secret")
@@ -37,7 +36,6 @@ def register(
 
 
 def _scope(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tenant", default=None, help="the tenant (default: default)")
     p.add_argument(
         "--agent",
         default="",
@@ -47,9 +45,8 @@ def _scope(p: argparse.ArgumentParser) -> None:
 
 
 def _tenant_of(args: argparse.Namespace, store_tenant: str | None) -> str:
-    if args.agent and args.tenant and store_tenant != args.tenant:
-        raise NotFound(f"no agent with id {args.agent} in tenant {args.tenant}")
-    return store_tenant or args.tenant or "default"
+    # with --tenant, the store view already refuses another tenant's agent
+    return store_tenant or tenant_of(args) or "default"
 
 
 def cmd_set(args: argparse.Namespace) -> int:
@@ -77,16 +74,17 @@ def cmd_set(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
-        rows = rt.store.list_secrets(args.tenant)
+        tenant = tenant_of(args) or "default"
+        rows = rt.store.list_secrets(tenant)
     finally:
         rt.close()
     if wants_json(args):
         emit_json([{"name": n, "agent_id": a or None, "updated_at": t} for a, n, t in rows])
     elif not rows:
-        out.print(f"no secrets for tenant {args.tenant}")
+        out.print(f"no secrets for tenant {tenant}")
     else:
         for agent_id, name, _ in rows:
-            out.print(f"{name}  ({'agent ' + agent_id if agent_id else 'tenant ' + args.tenant})")
+            out.print(f"{name}  ({'agent ' + agent_id if agent_id else 'tenant ' + tenant})")
     return EXIT_COMPLETED
 
 

@@ -10,7 +10,16 @@ from types import FrameType
 from rich.table import Table
 
 from ..runtime.worker import Worker, WorkerReport
-from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, err, open_runtime, out, wants_json
+from .common import (
+    EXIT_COMPLETED,
+    EXIT_FAILED,
+    emit_json,
+    err,
+    open_runtime,
+    out,
+    tenant_of,
+    wants_json,
+)
 
 
 def register(
@@ -20,7 +29,6 @@ def register(
         "work", parents=[common], help="run every runnable agent, many at a time, with group commit"
     )
     p.add_argument("--concurrency", type=int, default=32, help="agents run at once (default 32)")
-    p.add_argument("--tenant", help="only this tenant's agents")
     p.add_argument(
         "--forever",
         action="store_true",
@@ -38,7 +46,7 @@ def register(
 
 def cmd_work(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
-    worker = Worker(rt, concurrency=args.concurrency, tenant=args.tenant)
+    worker = Worker(rt, concurrency=args.concurrency, tenant=tenant_of(args))
 
     def stop(signum: int, frame: FrameType | None) -> None:
         err.print("stopping: no new agents will start; running activations finish")

@@ -116,7 +116,11 @@ class Runtime:
                 "seeded_from": spec.workspace,
             },
         )
-        state = self.store.create_agent(record, [created], self.clock.now())
+        try:
+            state = self.store.create_agent(record, [created], self.clock.now())
+        except BaseException:
+            shutil.rmtree(staging.root, ignore_errors=True)
+            raise
         shutil.rmtree(ws.root, ignore_errors=True)  # an orphan of an earlier, killed creation
         os.replace(staging.root, ws.root)
         return state
