@@ -99,6 +99,20 @@ def steps_result(steps: int, wall_s: float, marks: Marks, **extra: Any) -> dict[
 # -- SQLite ---------------------------------------------------------------------
 
 
+def many_result(agents: int, steps: int, wall_s: float, **extra: Any) -> dict[str, Any]:
+    """W2's result for ``agents`` agents of ``steps`` steps each, run in ``wall_s``."""
+    total = agents * steps
+    return {
+        "agents": agents,
+        "steps_per_agent": steps,
+        "steps": total,
+        "wall_s": wall_s,
+        "steps_per_s": total / wall_s,
+        "wall_ms_per_step": wall_s * 1e3 / total,
+        **extra,
+    }
+
+
 def sqlite_settings(conn: Any) -> dict[str, Any]:
     """``journal_mode`` and ``synchronous`` as a live connection reports them."""
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]

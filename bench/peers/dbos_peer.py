@@ -39,6 +39,7 @@ from .common import (
     hard_exit,
     installed,
     main,
+    many_result,
     run_tool,
     sqlite_library_defaults,
     sqlite_settings,
@@ -201,17 +202,13 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
         used = settings()
     finally:
         DBOS.destroy()
-    total = args.agents * args.steps
-    return {
-        "agents": args.agents,
-        "steps_per_agent": args.steps,
-        "steps": total,
-        "wall_s": wall,
-        "steps_per_s": total / wall,
-        "wall_ms_per_step": wall * 1e3 / total,
-        "concurrency": "start_workflow" if args.variant == "concurrent" else "sequential",
+    return many_result(
+        args.agents,
+        args.steps,
+        wall,
+        concurrency="start_workflow" if args.variant == "concurrent" else "sequential",
         **used,
-    }
+    )
 
 
 def cmd_w3_build(args: argparse.Namespace) -> None:

@@ -36,6 +36,7 @@ from .common import (
     decision_data,
     installed,
     main,
+    many_result,
     run_tool,
     sqlite_library_defaults,
     sqlite_settings,
@@ -204,18 +205,14 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
         settings = sqlite_settings(conn)
     finally:
         conn.close()
-    total = args.agents * args.steps
-    return {
-        "agents": args.agents,
-        "steps_per_agent": args.steps,
-        "steps": total,
-        "wall_s": wall,
-        "steps_per_s": total / wall,
-        "wall_ms_per_step": wall * 1e3 / total,
-        "concurrency": "graph.batch" if args.variant == "batch" else "sequential",
-        "durability": mode,
+    return many_result(
+        args.agents,
+        args.steps,
+        wall,
+        concurrency="graph.batch" if args.variant == "batch" else "sequential",
+        durability=mode,
         **settings,
-    }
+    )
 
 
 def cmd_w3_build(args: argparse.Namespace) -> dict[str, Any]:
