@@ -16,13 +16,14 @@ import itertools
 import json
 import os
 import sqlite3
-import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from ..stats import median, pct
 
 OUTPUT_BYTES = 100
 _FIXED = 46
@@ -65,20 +66,6 @@ class Marks:
     def step_ms(self) -> list[float]:
         t = self.times
         return [(b - a) * 1e3 for a, b in itertools.pairwise(t)]
-
-
-def median(values: Iterable[float]) -> float:
-    data = list(values)
-    return statistics.median(data) if data else float("nan")
-
-
-def pct(values: Iterable[float], p: float) -> float:
-    """The ``p``-th percentile by nearest rank (as ``bench.stats``)."""
-    data = sorted(values)
-    if not data:
-        return float("nan")
-    k = max(0, min(len(data) - 1, round(p / 100 * len(data)) - 1))
-    return data[k]
 
 
 def steps_result(steps: int, wall_s: float, marks: Marks, **extra: Any) -> dict[str, Any]:

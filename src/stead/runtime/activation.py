@@ -233,12 +233,16 @@ class Activation:
             agent_id=self.record.agent_id,
             tenant=self.record.tenant,
             call_id=call_id,
-            idempotency_key=f"{self.record.agent_id}/{call_id}",
+            idempotency_key=self.idempotency_key(call_id),
             workspace=self.workspace.root,
             sandbox=self.sandbox,
             secrets=secrets or {},
             env={n: os.environ[n] for n in (tool.env if tool else ()) if n in os.environ},
         )
+
+    def idempotency_key(self, call_id: str) -> str:
+        """Stable across every retry of the call, in any activation."""
+        return f"{self.record.agent_id}/{call_id}"
 
     def secrets_for(self, t: Tool) -> dict[str, str]:
         """The secrets ``t`` declared, opened for this one call (never stored)."""
@@ -343,13 +347,11 @@ class Activation:
         # an intent already committed means an earlier activation died during this call
         rerun = call_id in self.state.pending
         t = self.tools.get(name)
+        result_of = {"action": index, "call_id": call_id, "tool": name, "args": args}
         if t is None:
             self.emit(
                 Kind.TOOL_RESULT,
-                action=index,
-                call_id=call_id,
-                tool=name,
-                args=args,
+                **result_of,
                 ok=False,
                 error=f"unknown tool {name!r}; available tools: "
                 f"{', '.join(sorted(self.tools)) or 'none'}",
@@ -358,12 +360,9 @@ class Activation:
         if t.effect is not Effect.READ_ONLY and not rerun:
             self.emit(
                 Kind.TOOL_INTENT,
-                action=index,
-                call_id=call_id,
-                tool=name,
-                args=args,
+                **result_of,
                 effect=t.effect.value,
-                idempotency_key=self.ctx_for(call_id).idempotency_key,
+                idempotency_key=self.idempotency_key(call_id),
             )
             self.flush()
         self.dirty = True
@@ -377,16 +376,7 @@ class Activation:
             result = {"ok": False, "error": redact_text(_describe(exc), secrets)}
         secrets.clear()
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
-        self.emit(
-            Kind.TOOL_RESULT,
-            action=index,
-            call_id=call_id,
-            tool=name,
-            args=args,
-            rerun=rerun,
-            **result,
-            **delta,
-        )
+        self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta)
         if t.effect is Effect.EFFECTFUL:
             # an effect that cannot be safely repeated: shrink the window in which
             # a crash would leave its outcome unknown to this one call

@@ -66,7 +66,10 @@ class Runtime:
 
     def vault(self) -> Vault:
         """The secrets vault, under the key given or found in the environment."""
-        return Vault(self.store, self._secret_key or load_key())
+        if self._secret_key is None:
+            # read once: the key file is not re-read for every call that needs a secret
+            self._secret_key = load_key()
+        return Vault(self.store, self._secret_key)
 
     def close(self) -> None:
         self.store.close()
