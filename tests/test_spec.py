@@ -80,6 +80,9 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
         "limits": {"max_steps": 7},
         "base_dir": str(base.resolve()),
         "script": SCRIPT,
+        "scope": None,
+        "tool_autonomy": {},
+        "out_of_scope": "refuse",
     }
 
 

@@ -18,6 +18,8 @@
     │   ├── PathEscape            a path leaves the agent's workspace
     │   └── SandboxUnavailable    no sandbox here, and no opt-in to run without one
     ├── SecretError               the vault key or a secret is missing or wrong
+    ├── GovernanceError           a grant, approval, delegation or message is invalid
+    │   └── PolicyError           a policy does not parse, or cannot be evaluated
     ├── ModelError                a model could not produce a decision
     └── ResolveError              a person's resolution does not fit the call
 
@@ -95,6 +97,14 @@ class SandboxUnavailable(ToolError):
 
 class SecretError(SteadError):
     """The vault key is missing or wrong, or a secret a tool needs is not set."""
+
+
+class GovernanceError(SteadError):
+    """A grant, approval, autonomy change, delegation or signed message is invalid."""
+
+
+class PolicyError(GovernanceError):
+    """A policy's text does not parse, so it was not stored."""
 
 
 class ModelError(SteadError):

@@ -40,6 +40,22 @@ class Kind(enum.StrEnum):
     FINISH_CLAIMED = "finish_claimed"
     STEP_COMPLETED = "step_completed"
     STATUS_CHANGED = "status_changed"
+    # governance: who may do what, decided by whom (see stead.governance)
+    AUTONOMY_CHANGED = "autonomy_changed"
+    GRANT_ADDED = "grant_added"
+    GRANT_REVOKED = "grant_revoked"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_GRANTED = "approval_granted"
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_LAPSED = "approval_lapsed"
+    PROPOSAL_RECORDED = "proposal_recorded"
+    PROPOSAL_ACCEPTED = "proposal_accepted"
+    GOVERNANCE_REFUSED = "governance_refused"
+    IDENTITY_CREATED = "identity_created"
+    MESSAGE_RECEIVED = "message_received"
+    MESSAGE_REFUSED = "message_refused"
+    DELEGATED = "delegated"
+    MESSAGE_SENT = "message_sent"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from .errors import ScriptError, SpecError
+from .errors import GovernanceError, ScriptError, SpecError
+from .governance.grants import parse_grant
 from .models.scripted import ScriptedModel
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
@@ -31,7 +32,11 @@ _FIELDS = (
     "goals",
     "workspace",
     "limits",
+    "scope",
+    "tool_autonomy",
+    "out_of_scope",
 )
+_SPEC_GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -50,6 +55,10 @@ class AgentSpec:
     max_steps: int = DEFAULT_MAX_STEPS
     base_dir: str = "."
     script: list[Any] | None = field(default=None, compare=False)
+    # None: one unconstrained grant per listed tool
+    scope: tuple[dict[str, Any], ...] | None = None
+    tool_autonomy: dict[str, str] = field(default_factory=dict)
+    out_of_scope: str = "refuse"
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form stored with the agent."""
@@ -65,6 +74,9 @@ class AgentSpec:
             "limits": {"max_steps": self.max_steps},
             "base_dir": self.base_dir,
             "script": self.script,
+            "scope": None if self.scope is None else [dict(g) for g in self.scope],
+            "tool_autonomy": dict(self.tool_autonomy),
+            "out_of_scope": self.out_of_scope,
         }
 
 
@@ -128,6 +140,18 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise _fail("limits.max_steps", f"must be a whole number of at least 1, got {max_steps!r}")
 
+    scope = _parse_scope(data.get("scope"))
+    tool_autonomy = data.get("tool_autonomy") or {}
+    if not isinstance(tool_autonomy, dict) or not all(
+        isinstance(k, str) and v in AUTONOMY_LEVELS for k, v in tool_autonomy.items()
+    ):
+        raise _fail(
+            "tool_autonomy",
+            f"must map tool names to a level, one of {', '.join(AUTONOMY_LEVELS)}",
+        )
+    out_of_scope = _str(data, "out_of_scope", "refuse")
+    if out_of_scope not in ("refuse", "ask"):
+        raise _fail("out_of_scope", f"must be 'refuse' or 'ask', not {out_of_scope!r}")
     return AgentSpec(
         name=name,
         model=model,
@@ -140,6 +164,9 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
         max_steps=max_steps,
         base_dir=str(base),
         script=script,
+        scope=scope,
+        tool_autonomy=dict(tool_autonomy),
+        out_of_scope=out_of_scope,
     )
 
 
@@ -196,6 +223,39 @@ def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:
     except (yaml.YAMLError, ScriptError) as exc:
         raise _fail("model", str(exc)) from exc
     return model, data
+
+
+def _parse_scope(scope: Any) -> tuple[dict[str, Any], ...] | None:
+    """The spec's initial grants: recorded at creation, by the spec's author."""
+    if scope is None:
+        return None
+    if not isinstance(scope, list):
+        raise _fail("scope", "must be a list of grants, e.g. [{tool: read_file}]")
+    out = []
+    for i, g in enumerate(scope):
+        where = f"scope[{i}]"
+        if isinstance(g, dict):
+            extra = sorted(set(g) - set(_SPEC_GRANT_FIELDS))
+            if extra:
+                raise _fail(
+                    f"{where}.{extra[0]}",
+                    f"is not a grant field in a spec; use {', '.join(_SPEC_GRANT_FIELDS)}",
+                )
+            valid_for = g.get("valid_for")
+            if valid_for is not None and (
+                isinstance(valid_for, bool)
+                or not isinstance(valid_for, int | float)
+                or valid_for <= 0
+            ):
+                raise _fail(f"{where}.valid_for", "must be a number of seconds above 0")
+        try:
+            grant = parse_grant(g, f"spec field '{where}'")
+        except GovernanceError as exc:
+            raise SpecError(str(exc)) from None
+        if isinstance(g, dict) and g.get("valid_for") is not None:
+            grant["valid_for"] = float(g["valid_for"])
+        out.append(grant)
+    return tuple(out)
 
 
 def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:

@@ -14,7 +14,7 @@ thousand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -22,6 +22,10 @@ from .canonical import dumps
 from .journal import GENESIS_HASH, Event, Kind
 
 RECENT_CALLS = 20
+NOTICES = 10
+"""How many governance notices (refusals the model should know of) the state keeps."""
+MESSAGE_MEMORY_SECONDS = 660.0
+"""How long a received message id is remembered to refuse replays (its max age + skew)."""
 """How many finished tool calls the state (and so the model's context) keeps."""
 
 STATUSES = ("created", "running", "waiting", "needs_attention", "completed", "failed")
@@ -53,6 +57,15 @@ class State:
     inflight: dict[str, Any] | None = None
     manifest: dict[str, str] = field(default_factory=dict)
     finish: dict[str, Any] | None = None
+    # governance (stead.governance): authority as data, folded from the journal
+    autonomy: str = "act_autonomously"
+    tool_autonomy: dict[str, str] = field(default_factory=dict)
+    grants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    proposals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    seen_messages: dict[str, float] = field(default_factory=dict)
+    public_key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -121,6 +134,8 @@ def apply_in_place(s: State, ev: Event) -> State:
             for g in d.get("goals", [])
         ]
         s.manifest = dict(d.get("manifest", {}))
+        s.autonomy = d.get("autonomy", "act_autonomously")
+        s.tool_autonomy = dict(d.get("tool_autonomy", {}))
     elif k == Kind.ACTIVATION_STARTED:
         s.activations += 1
         if s.status in ("created", "running") or (s.status == "needs_attention" and not s.unknown):
@@ -135,6 +150,7 @@ def apply_in_place(s: State, ev: Event) -> State:
             "next": 0,
         }
     elif k == Kind.TOOL_INTENT:
+        _use_verdict(s, d)
         s.pending = {
             **s.pending,
             d["call_id"]: {
@@ -142,6 +158,7 @@ def apply_in_place(s: State, ev: Event) -> State:
             },
         }
     elif k == Kind.TOOL_RESULT:
+        _use_verdict(s, d)
         s.pending = {c: v for c, v in s.pending.items() if c != d["call_id"]}
         _remember_call(
             s,
@@ -211,11 +228,146 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.status, s.status_reason = d["status"], d.get("reason", "")
         if d["status"] != "waiting":
             s.waiting_for = None
+    elif k in GOVERNANCE_FOLDS:
+        GOVERNANCE_FOLDS[k](s, d, ev)
     # WORKSPACE_RESTORED and RECONCILED are records only: the manifest they
     # restore to, or the answer they carry, is already reflected elsewhere.
     s.version = ev.seq
     s.head_hash = ev.hash
     return s
+
+
+def _use_verdict(s: State, d: Mapping[str, Any]) -> None:
+    """Count a grant's use and consume an approval, as journaled with the call."""
+    verdict = d.get("verdict")
+    if not verdict or verdict.get("decision") != "allow":
+        return
+    gid = verdict.get("grant")
+    if gid in s.grants:
+        g = s.grants[gid]
+        s.grants = {**s.grants, gid: {**g, "uses": g.get("uses", 0) + 1}}
+    if verdict.get("approval"):
+        s.approvals = {a: v for a, v in s.approvals.items() if a != verdict["approval"]}
+
+
+def _notice(s: State, text: str) -> None:
+    s.notices = [*s.notices, text][-NOTICES:]
+
+
+def _wake_if_no_approval_pending(s: State) -> None:
+    waiting = s.status == "waiting" and s.waiting_for == "approval"
+    if waiting and not any(a["status"] == "requested" for a in s.approvals.values()):
+        s.status, s.waiting_for, s.status_reason = "running", None, ""
+
+
+def _autonomy_changed(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    if d.get("tool"):
+        s.tool_autonomy = {**s.tool_autonomy, d["tool"]: d["level"]}
+    else:
+        s.autonomy = d["level"]
+
+
+def _grant_added(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    grant = {**d["grant"], "uses": 0, "seq": ev.seq}
+    s.grants = {**s.grants, grant["id"]: grant}
+    if d.get("message"):
+        _remember_message(s, d["message"], ev.at)
+
+
+def _grant_revoked(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.grants = {g: v for g, v in s.grants.items() if g != d["grant"]}
+
+
+def _approval_requested(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.approvals = {
+        **s.approvals,
+        d["approval_id"]: {
+            key: d.get(key)
+            for key in ("approval_id", "call_id", "tool", "args_hash", "policy_version", "reason")
+        }
+        | {"status": "requested", "requested_at": ev.at},
+    }
+    s.status, s.waiting_for = "waiting", "approval"
+    s.status_reason = f"approval {d['approval_id']} for {d['tool']}: {d.get('reason', '')}"
+
+
+def _approval_granted(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    a = s.approvals.get(d["approval_id"])
+    if a is not None:
+        granted = {
+            "status": "granted",
+            "by": d["by"],
+            "valid_from": d["valid_from"],
+            "valid_until": d["valid_until"],
+        }
+        s.approvals = {**s.approvals, d["approval_id"]: {**a, **granted}}
+    _wake_if_no_approval_pending(s)
+
+
+def _approval_closed(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.approvals = {a: v for a, v in s.approvals.items() if a != d["approval_id"]}
+    _wake_if_no_approval_pending(s)
+
+
+def _proposal_recorded(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.proposals = {
+        **s.proposals,
+        d["proposal_id"]: {k: d[k] for k in ("proposal_id", "call_id", "tool", "args")},
+    }
+
+
+def _proposal_accepted(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.proposals = {p: v for p, v in s.proposals.items() if p != d["proposal_id"]}
+
+
+def _governance_refused(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    _notice(s, f"refused: {d['reason']}")
+    s.inflight = _advance(s.inflight, d)
+
+
+def _identity_created(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.public_key = d["public_key"]
+
+
+def _remember_message(s: State, message_id: str, at: float) -> None:
+    keep = {m: t for m, t in s.seen_messages.items() if at - t < MESSAGE_MEMORY_SECONDS}
+    s.seen_messages = {**keep, message_id: at}
+
+
+def _message_received(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    _remember_message(s, d["message"], ev.at)
+    if d.get("text") is not None:
+        s.inbox = [*s.inbox, f"[from agent {d['from']}, signature verified] {d['text']}"]
+        if s.status == "waiting" and s.waiting_for == "input":
+            s.status, s.waiting_for, s.status_reason = "running", None, ""
+
+
+def _message_refused(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    _notice(s, f"a message claiming to be from {d.get('claimed_from')} was refused: {d['reason']}")
+
+
+def _delegated(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    # the sender's record of a delegation or message it sent (or failed to)
+    s.inflight = _advance(s.inflight, d)
+
+
+GOVERNANCE_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
+    Kind.AUTONOMY_CHANGED: _autonomy_changed,
+    Kind.GRANT_ADDED: _grant_added,
+    Kind.GRANT_REVOKED: _grant_revoked,
+    Kind.APPROVAL_REQUESTED: _approval_requested,
+    Kind.APPROVAL_GRANTED: _approval_granted,
+    Kind.APPROVAL_DENIED: _approval_closed,
+    Kind.APPROVAL_LAPSED: _approval_closed,
+    Kind.PROPOSAL_RECORDED: _proposal_recorded,
+    Kind.PROPOSAL_ACCEPTED: _proposal_accepted,
+    Kind.GOVERNANCE_REFUSED: _governance_refused,
+    Kind.IDENTITY_CREATED: _identity_created,
+    Kind.MESSAGE_RECEIVED: _message_received,
+    Kind.MESSAGE_REFUSED: _message_refused,
+    Kind.DELEGATED: _delegated,
+    Kind.MESSAGE_SENT: _delegated,
+}
 
 
 def _apply_delta(s: State, d: Mapping[str, Any]) -> None:

@@ -34,6 +34,9 @@ def make_agent(
         "name": "t",
         "model": "scripted:script.yaml",
         "tools": tools if tools is not None else ["read_file", "write_file", "list_files"],
+        # these tests run the agent with more tools than its spec lists; they are
+        # about recovery, not scope (tests/governance covers scope)
+        "scope": [{"tool": "*"}],
         **spec,
     }
     return rt.create(parse_spec(data, tmp_path)).agent_id

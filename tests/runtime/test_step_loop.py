@@ -60,8 +60,9 @@ def test_a_full_run_completes_and_records_each_step(runtime: Runtime, tmp_path: 
     assert set(state.manifest) == {"src/app.py"}
     ws = runtime.workspace(agent, "default").root
     assert (ws / "src/app.py").read_text() == "print('hi')\n"
-    assert kinds(runtime, agent)[:6] == [
+    assert kinds(runtime, agent)[:7] == [
         "agent_created",
+        "grant_added",  # the spec's scope, recorded at creation
         "activation_started",
         "decision",
         "tool_intent",

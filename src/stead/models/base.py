@@ -13,6 +13,14 @@ Actions are plain JSON objects, as they are stored in the journal:
 * ``{"type": "complete_goal", "id": ID}``
 * ``{"type": "finish", "summary": TEXT}``
 * ``{"type": "wait_for_input", "prompt": TEXT}``
+* ``{"type": "message", "to": AGENT, "text": TEXT, "kind": "message" | "result"}``:
+  a signed message to another agent of the same tenant;
+* ``{"type": "delegate", "to": AGENT, "grant": GRANT_ID, "narrow": {...}}``: hand
+  another agent part of a delegable grant (only ever narrower);
+* ``{"type": "grant" | "approve" | "set_autonomy", "request": ...}``: an agent
+  asking to widen its own authority. These are accepted as decisions so that
+  they can be refused and recorded; only a person can grant, approve or raise
+  autonomy.
 """
 
 from __future__ import annotations
@@ -23,7 +31,19 @@ from typing import Any, Protocol
 
 from ..errors import ScriptError
 
-ACTION_TYPES = ("tool", "remember", "push_goal", "complete_goal", "finish", "wait_for_input")
+ESCALATIONS = ("grant", "approve", "set_autonomy")
+"""Action types an agent may emit but that are always refused: self-escalation."""
+ACTION_TYPES = (
+    "tool",
+    "remember",
+    "push_goal",
+    "complete_goal",
+    "finish",
+    "wait_for_input",
+    "message",
+    "delegate",
+    *ESCALATIONS,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +127,32 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
         return {"type": "finish", "summary": "" if value is None else str(value)}
     if key == "wait_for_input":
         return {"type": "wait_for_input", "prompt": "" if value is None else str(value)}
+    if key in ESCALATIONS:
+        return {"type": key, "request": value}
+    if key == "message":
+        if not isinstance(value, Mapping) or not isinstance(value.get("to"), str):
+            raise ScriptError(f"{where}: 'message' takes {{to: AGENT_ID, text: TEXT}}")
+        kind = value.get("kind", "message")
+        if kind not in ("message", "result"):
+            raise ScriptError(f"{where}: a message's kind is 'message' or 'result'")
+        return {
+            "type": "message",
+            "to": value["to"],
+            "text": str(value.get("text", "")),
+            "kind": kind,
+        }
+    if key == "delegate":
+        if (
+            not isinstance(value, Mapping)
+            or not isinstance(value.get("to"), str)
+            or not isinstance(value.get("grant"), str)
+        ):
+            raise ScriptError(
+                f"{where}: 'delegate' takes {{to: AGENT_ID, grant: GRANT_ID, and the narrowed "
+                "tool, args, max_uses, valid_for, valid_until, delegable}"
+            )
+        narrow = {k: v for k, v in value.items() if k not in ("to", "grant")}
+        return {"type": "delegate", "to": value["to"], "grant": value["grant"], "narrow": narrow}
     raise ScriptError(
         f"{where}: unknown action {key!r}; actions are "
         f"{', '.join(ACTION_TYPES)} (and 'actions' for several)"
@@ -128,6 +174,13 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
         return {kind: item.get(field)}
     if kind == "push_goal":
         return {kind: {"id": item.get("id"), "description": item.get("description", "")}}
+    if kind in ESCALATIONS:
+        return {kind: item.get("request")}
+    if kind == "message":
+        return {kind: {k: item.get(k) for k in ("to", "text", "kind") if k in item}}
+    if kind == "delegate":
+        narrow = item.get("narrow") or {}
+        return {kind: {**narrow, "to": item.get("to"), "grant": item.get("grant")}}
     raise ScriptError(
         f"{where}: unknown action type {kind!r}; action types are {', '.join(ACTION_TYPES)}"
     )

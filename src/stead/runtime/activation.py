@@ -37,16 +37,19 @@ from typing import Any
 from ..canonical import dumps
 from ..clock import Clock
 from ..errors import ModelError, SecretError, ToolError
+from ..governance.ledger import LEDGER_KINDS, verify_ledger
 from ..ids import new_id, seeded_rng
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, redact, redact_text
+from ..sandbox.session import SandboxSession
 from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State, apply_in_place
 from ..store.base import AgentRecord, Batch, Lease, Store
 from ..tools.base import Effect, Tool, ToolContext
 from .context import Renderer
+from .governed import Governor, Messenger, is_escalation
 from .groupcommit import GroupCommitter
 from .heartbeat import Heartbeat
 
@@ -126,6 +129,7 @@ class Activation:
         committer: GroupCommitter | None = None,
         sandbox: Sandbox | None = None,
         vault: Callable[[], Vault] | None = None,
+        messenger: Messenger | None = None,
     ) -> None:
         self.store = store
         self.record = record
@@ -149,7 +153,11 @@ class Activation:
         self.on_commit = on_commit
         self.committer = committer
         self.sandbox = sandbox
+        # this activation's commands share one sandbox, made at the first one
+        self._session: SandboxSession | None = None
         self.vault = vault
+        self.governor = Governor(self)
+        self.messenger = messenger
 
     # -- lease and commits ------------------------------------------------------
 
@@ -165,6 +173,10 @@ class Activation:
         self._renewed_at = now
         self._heartbeat = Heartbeat(self.store, self.lease, self.lease_ttl, self.clock).start()
         self.state = self.store.load_state(self.record.agent_id)
+        # the scope the agent acts under must be the one its journal gives
+        verify_ledger(
+            self.state, self.store.read_events_of_kinds(self.record.agent_id, LEDGER_KINDS)
+        )
         self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
 
@@ -174,6 +186,9 @@ class Activation:
             self._heartbeat = None
 
     def release(self) -> None:
+        if self._session is not None:
+            self._session.close()  # nothing it ran outlives the lease
+            self._session = None
         self.stop_heartbeat()
         if self.lease is not None:
             self.store.release_lease(self.lease)
@@ -229,13 +244,15 @@ class Activation:
     def ctx_for(
         self, call_id: str, secrets: Mapping[str, str] | None = None, tool: Tool | None = None
     ) -> ToolContext:
+        if self._session is None:  # its sandbox starts at the first command, if any
+            self._session = SandboxSession(self.sandbox, self.workspace.root)
         return ToolContext(
             agent_id=self.record.agent_id,
             tenant=self.record.tenant,
             call_id=call_id,
             idempotency_key=self.idempotency_key(call_id),
             workspace=self.workspace.root,
-            sandbox=self.sandbox,
+            sandbox=self._session,
             secrets=secrets or {},
             env={n: os.environ[n] for n in (tool.env if tool else ()) if n in os.environ},
         )
@@ -301,7 +318,7 @@ class Activation:
             return False
         actions = []
         for action in decision.to_json():
-            if action["type"] == "tool":
+            if action["type"] in ("tool", "message", "delegate"):
                 action = {**action, "call_id": new_id("call", self.clock, self.rng)}
             actions.append(action)
         self.emit(
@@ -339,6 +356,12 @@ class Activation:
                 self.emit(Kind.FINISH_CLAIMED, action=index, summary=action.get("summary", ""))
             elif kind == "wait_for_input":
                 self.emit(Kind.INPUT_REQUESTED, action=index, prompt=action.get("prompt", ""))
+            elif is_escalation(kind):
+                self.governor.refuse_escalation(index, action)
+            elif kind in ("message", "delegate"):
+                self.send(index, action)
+            if self.state.status == "waiting" and self.state.waiting_for == "approval":
+                return  # the step goes on from this action once a person has answered
         step_delta = self.scan_delta() if self.dirty else {}
         self.emit(Kind.STEP_COMPLETED, step=inflight["step"], **step_delta)
 
@@ -357,14 +380,25 @@ class Activation:
                 f"{', '.join(sorted(self.tools)) or 'none'}",
             )
             return
+        # authority is checked now, at the moment of action, not when decided; a
+        # rerun of an interrupted call was authorised when its intent was recorded
+        shown: dict[str, Any] = {}
+        if not rerun:
+            verdict = self.governor.judge(t, call_id, args)
+            if verdict.decision != "allow":
+                self.governor.hold(index, result_of, verdict)
+                return
+            shown = {"verdict": verdict.to_json()}
         if t.effect is not Effect.READ_ONLY and not rerun:
             self.emit(
                 Kind.TOOL_INTENT,
                 **result_of,
                 effect=t.effect.value,
                 idempotency_key=self.idempotency_key(call_id),
+                **shown,
             )
             self.flush()
+            shown = {}
         self.dirty = True
         secrets: dict[str, str] = {}
         try:
@@ -376,11 +410,28 @@ class Activation:
             result = {"ok": False, "error": redact_text(_describe(exc), secrets)}
         secrets.clear()
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
-        self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta)
+        self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown)
         if t.effect is Effect.EFFECTFUL:
             # an effect that cannot be safely repeated: shrink the window in which
             # a crash would leave its outcome unknown to this one call
             self.flush()
+
+    def send(self, index: int, action: dict[str, Any]) -> None:
+        """A message or delegation to another agent, committed before it leaves."""
+        kind = Kind.DELEGATED if action["type"] == "delegate" else Kind.MESSAGE_SENT
+        if self.messenger is None:
+            self.emit(
+                kind,
+                action=index,
+                call_id=action["call_id"],
+                to=action["to"],
+                ok=False,
+                error="this runtime cannot deliver messages between agents",
+            )
+            return
+        self.flush()  # a crash after delivery re-sends the same message id: a replay, refused
+        outcome = self.messenger(self, action)
+        self.emit(kind, action=index, call_id=action["call_id"], to=action["to"], **outcome)
 
 
 def _describe(exc: BaseException) -> str:

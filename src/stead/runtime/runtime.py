@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..errors import ModelError, NotFound, ResolveError, SteadError, StoreError
@@ -32,13 +33,15 @@ from ..store.scoped import TenantStore
 from ..tools.base import Tool
 from ..tools.registry import load_tools
 from .activation import LEASE_TTL, Activation, Outcome
+from .authority import AuthorityActions, new_grant
 from .groupcommit import GroupCommitter
+from .messages import messenger_for
 from .recovery import recover
 
 RESOLUTIONS = ("done", "retry", "abort")
 
 
-class Runtime:
+class Runtime(AuthorityActions):
     """Agents in one store, with their blobs and workspaces under ``data_dir``."""
 
     def __init__(
@@ -63,6 +66,7 @@ class Runtime:
         self.lease_ttl = lease_ttl
         self.sandbox = sandbox
         self._secret_key = secret_key
+        self.person = person
 
     def vault(self) -> Vault:
         """The secrets vault, under the key given or found in the environment."""
@@ -113,14 +117,21 @@ class Runtime:
                 "tenant": spec.tenant,
                 "goals": list(spec.goals),
                 "autonomy": spec.autonomy,
+                "tool_autonomy": dict(spec.tool_autonomy),
+                "out_of_scope": spec.out_of_scope,
                 "tools": list(spec.tools),
                 "model": spec.model,
                 "manifest": manifest,
                 "seeded_from": spec.workspace,
             },
         )
+        author = f"spec author {self.person()}"
+        grants = [
+            NewEvent(Kind.GRANT_ADDED, {"grant": new_grant(g, author, self.clock, "spec scope")})
+            for g in _initial_scope(spec)
+        ]
         try:
-            state = self.store.create_agent(record, [created], self.clock.now())
+            state = self.store.create_agent(record, [created, *grants], self.clock.now())
         except BaseException:
             shutil.rmtree(staging.root, ignore_errors=True)
             raise
@@ -163,6 +174,7 @@ class Runtime:
             committer=committer,
             sandbox=self.sandbox,
             vault=self.vault,
+            messenger=messenger_for(self),
         )
         act.acquire()
         try:
@@ -176,7 +188,7 @@ class Runtime:
 
     # -- people's inputs --------------------------------------------------------
 
-    def _append(self, agent_id: str, build: Callable[[State], list[NewEvent]]) -> State:
+    def append_as_person(self, agent_id: str, build: Callable[[State], list[NewEvent]]) -> State:
         """Append what ``build`` makes of the current state, under a short lease.
 
         People's inputs go through the lease like a worker's writes, so they can
@@ -207,9 +219,9 @@ class Runtime:
         def build(state: State) -> list[NewEvent]:
             if state.is_final:
                 raise SteadError(f"agent {agent_id} is {state.status}; it takes no more messages")
-            return [NewEvent(Kind.INPUT_RECEIVED, {"text": text, "by": _person()})]
+            return [NewEvent(Kind.INPUT_RECEIVED, {"text": text, "by": self.person()})]
 
-        return self._append(agent_id, build)
+        return self.append_as_person(agent_id, build)
 
     def resolve(self, agent_id: str, call_id: str, resolution: str) -> State:
         """A person's decision on a call whose outcome is unknown.
@@ -234,13 +246,13 @@ class Runtime:
                     {
                         "call_id": call_id,
                         "resolution": resolution,
-                        "by": _person(),
+                        "by": self.person(),
                         "action": state.unknown[call_id].get("action"),
                     },
                 )
             ]
 
-        return self._append(agent_id, build)
+        return self.append_as_person(agent_id, build)
 
 
 class _NoModel:
@@ -252,7 +264,19 @@ class _NoModel:
         raise ModelError("a person's input never asks a model")
 
 
-def _person() -> str:
+def _initial_scope(spec: AgentSpec) -> list[dict[str, Any]]:
+    """The spec's scope; when it gives none, every tool it lists, unconstrained; and when
+    it lists no tools either, every tool the runtime gives the agent (one grant, ``*``)."""
+    if spec.scope is not None:
+        return [dict(g) for g in spec.scope]
+    if not spec.tools:
+        return [{"tool": "*", "reason": "the spec names no tools and no scope"}]
+    names = sorted(load_tools(list(spec.tools), [spec.base_dir]))
+    return [{"tool": name, "reason": "listed in the spec"} for name in names]
+
+
+def person() -> str:
+    """Who is at the keyboard: the operating-system user at this host."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

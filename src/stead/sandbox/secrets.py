@@ -94,6 +94,19 @@ class Vault:
         check_name(name)
         if not value:
             raise SecretError(f"secret {name}: the value is empty; pass it on standard input")
+        self._seal(tenant, agent_id, name, value, at)
+
+    def set_reserved(self, tenant: str, name: str, value: str, *, agent_id: str, at: float) -> None:
+        """Seal a value only the runtime names (``stead.…``), such as an agent's signing key.
+
+        Such names fail :func:`check_name`, so no person, spec or tool can set or
+        be given them.
+        """
+        if not name.startswith("stead."):
+            raise SecretError(f"{name!r} is not a reserved name; use set()")
+        self._seal(tenant, agent_id, name, value, at)
+
+    def _seal(self, tenant: str, agent_id: str, name: str, value: str, at: float) -> None:
         nonce = os.urandom(12)
         sealed = self._aead.encrypt(nonce, value.encode(), self._aad(tenant, agent_id, name))
         self._store.put_secret(
@@ -123,6 +136,7 @@ class Vault:
         """Exactly the declared secrets for one call; refuse if one is not set."""
         values = {}
         for name in names:
+            check_name(name)  # a reserved name (an agent's signing key) is never handed out
             value = self.get(tenant, agent_id, name)
             if value is None:
                 raise SecretError(

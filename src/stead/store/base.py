@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import abc
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,17 @@ class AgentSummary:
     status: str
     version: int
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRecord:
+    """One version of a tenant's policy text."""
+
+    tenant: str
+    version: int
+    text: str
+    set_by: str
+    set_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +243,15 @@ class Store(abc.ABC):
     ) -> Iterator[Event]:
         """Events with ``from_seq <= seq <= to_seq`` in order, as stored."""
 
+    def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
+        """The agent's events of the given kinds, in order, as stored.
+
+        Backends with an index on kind override this so that reading an agent's
+        few governance events does not read its whole journal.
+        """
+        wanted = set(kinds)
+        return [e for e in self.read_events(agent_id) if e.kind in wanted]
+
     def state_at(self, agent_id: str, version: int) -> State:
         """The agent's state as it was right after event ``version``."""
         latest = self.load_state(agent_id)
@@ -288,6 +308,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete_secret(self, tenant: str, agent_id: str, name: str) -> bool:
         """Remove one secret; False if there was none."""
+
+    # -- policies ---------------------------------------------------------------
+    # A tenant's policy text, versioned: setting one adds version N+1. Version 0
+    # means no policy has been set.
+
+    @abc.abstractmethod
+    def put_policy(self, tenant: str, text: str, by: str, at: float) -> int:
+        """Store ``text`` as the tenant's next policy version; return that version."""
+
+    @abc.abstractmethod
+    def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
+        """The tenant's policy at ``version`` (default: the newest), or None."""
 
     # -- lifecycle ------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from ..canonical import dumps, loads
 from ..errors import LeaseHeld, NotFound, StaleEpoch, StoreError, VersionConflict
 from ..journal import Event
 from ..state import State
-from .base import AgentRecord, AgentSummary, Lease, Store, lease_held_message
+from .base import AgentRecord, AgentSummary, Lease, PolicyRecord, Store, lease_held_message
 
 
 def _copy(value: Any) -> Any:
@@ -34,6 +34,7 @@ class MemoryStore(Store):
         self._events: dict[str, list[Event]] = {}
         self._leases: dict[str, Lease] = {}
         self._secrets: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._policies: dict[str, list[PolicyRecord]] = {}
 
     def _create(
         self, record: AgentRecord, events: Sequence[Event], state: State, at: float
@@ -184,3 +185,18 @@ class MemoryStore(Store):
     def delete_secret(self, tenant: str, agent_id: str, name: str) -> bool:
         with self._lock:
             return self._secrets.pop((tenant, agent_id, name), None) is not None
+
+    def put_policy(self, tenant: str, text: str, by: str, at: float) -> int:
+        with self._lock:
+            versions = self._policies.setdefault(tenant, [])
+            versions.append(PolicyRecord(tenant, len(versions) + 1, text, by, at))
+            return len(versions)
+
+    def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
+        with self._lock:
+            versions = self._policies.get(tenant, [])
+            if not versions:
+                return None
+            if version is None:
+                return versions[-1]
+            return versions[version - 1] if 1 <= version <= len(versions) else None

@@ -9,12 +9,12 @@ tenant A's view neither reaches tenant B's data nor learns that it exists.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ..errors import NotFound, SteadError, UsageError
 from ..journal import Event
 from ..state import State
-from .base import AgentRecord, AgentSummary, Batch, Lease, Store
+from .base import AgentRecord, AgentSummary, Batch, Lease, PolicyRecord, Store
 
 
 def _missing(agent_id: str) -> NotFound:
@@ -136,6 +136,21 @@ class TenantStore(Store):
 
     def delete_secret(self, tenant: str, agent_id: str, name: str) -> bool:
         return tenant == self.tenant and self.inner.delete_secret(tenant, agent_id, name)
+
+    def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
+        self._check(agent_id)
+        return self.inner.read_events_of_kinds(agent_id, kinds)
+
+    def put_policy(self, tenant: str, text: str, by: str, at: float) -> int:
+        if tenant != self.tenant:
+            raise UsageError(
+                f"this store view belongs to tenant {self.tenant}; it cannot "
+                f"set the policy of tenant {tenant}"
+            )
+        return self.inner.put_policy(tenant, text, by, at)
+
+    def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
+        return self.inner.get_policy(tenant, version) if tenant == self.tenant else None
 
     def close(self) -> None:
         self.inner.close()

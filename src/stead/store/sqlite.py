@@ -22,8 +22,9 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..canonical import dumps, loads
 from ..errors import (
@@ -43,6 +44,7 @@ from .base import (
     AgentSummary,
     Batch,
     Lease,
+    PolicyRecord,
     Store,
     check_batch,
     lease_held_message,
@@ -315,16 +317,8 @@ class SqliteStore(Store):
                     "WHERE agent_id = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
                     (agent_id, seq, last, _PAGE),
                 ).fetchall()
-            for s, kind, at, data, prev_hash, h, epoch in rows:
-                try:
-                    parsed = loads(data)
-                except ValueError as exc:
-                    raise IntegrityError(
-                        f"agent {agent_id}: event {s} is corrupt, its stored data is not "
-                        f"valid JSON ({exc}); run `stead audit verify {agent_id}`",
-                        seq=s,
-                    ) from exc
-                yield Event(agent_id, s, kind, at, parsed, prev_hash, h, epoch, data)
+            for row in rows:
+                yield _event(agent_id, row)
             if len(rows) < _PAGE:
                 return
             seq = rows[-1][0] + 1
@@ -419,3 +413,61 @@ class SqliteStore(Store):
                 (tenant, agent_id, name),
             )
             return cur.rowcount == 1
+
+    # -- policies ---------------------------------------------------------------
+
+    def put_policy(self, tenant: str, text: str, by: str, at: float) -> int:
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT COALESCE(MAX(version), 0) FROM policies WHERE tenant = ?", (tenant,)
+            ).fetchone()
+            version = int(row[0]) + 1
+            db.execute(
+                "INSERT INTO policies (tenant, version, text, set_by, set_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (tenant, version, text, by, at),
+            )
+            return version
+
+    def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
+        with self._lock:
+            if version is None:
+                row = self._db.execute(
+                    "SELECT version, text, set_by, set_at FROM policies WHERE tenant = ? "
+                    "ORDER BY version DESC LIMIT 1",
+                    (tenant,),
+                ).fetchone()
+            else:
+                row = self._db.execute(
+                    "SELECT version, text, set_by, set_at FROM policies "
+                    "WHERE tenant = ? AND version = ?",
+                    (tenant, version),
+                ).fetchone()
+        if row is None:
+            return None
+        return PolicyRecord(tenant, int(row[0]), str(row[1]), str(row[2]), float(row[3]))
+
+    def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
+        wanted = sorted(set(kinds))
+        marks = ", ".join("?" * len(wanted))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
+                f"WHERE agent_id = ? AND kind IN ({marks}) ORDER BY seq",
+                (agent_id, *wanted),
+            ).fetchall()
+        return [_event(agent_id, row) for row in rows]
+
+
+def _event(agent_id: str, row: Sequence[Any]) -> Event:
+    """An event from its stored row; corrupt JSON is an integrity error, not a crash."""
+    s, kind, at, data, prev_hash, h, epoch = row
+    try:
+        parsed = loads(data)
+    except ValueError as exc:
+        raise IntegrityError(
+            f"agent {agent_id}: event {s} is corrupt, its stored data is not "
+            f"valid JSON ({exc}); run `stead audit verify {agent_id}`",
+            seq=s,
+        ) from exc
+    return Event(agent_id, s, kind, at, parsed, prev_hash, h, epoch, data)

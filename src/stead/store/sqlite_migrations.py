@@ -50,4 +50,17 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant, agent_id, name)
     );
     """,
+    # 3: policies (versioned per tenant) and an index for reading an agent's
+    # governance events (grants, revocations, approvals) without its whole journal
+    """
+    CREATE TABLE policies (
+        tenant     TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        text       TEXT NOT NULL,
+        set_by     TEXT NOT NULL,
+        set_at     REAL NOT NULL,
+        PRIMARY KEY (tenant, version)
+    );
+    CREATE INDEX events_kind ON events (agent_id, kind, seq);
+    """,
 ]

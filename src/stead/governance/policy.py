@@ -1,0 +1,145 @@
+"""Policies: a tenant's Cedar rules, evaluated on every tool call.
+
+A policy is Cedar text (https://www.cedarpolicy.com) stored per tenant in the
+store, versioned: setting a new text makes version N+1, and every verdict is
+journaled with the version it came from. Each call is one Cedar request::
+
+    principal = Agent::"<agent id>"      (attributes: tenant, name)
+    action    = Action::"call"
+    resource  = Tool::"<tool name>"      (attributes: effect)
+    context   = {args, autonomy, effect, now, in_scope, grants}
+
+``context.args`` holds the call's arguments (numbers that are not whole are
+given as text, since Cedar has no fractions), ``context.now`` the runtime
+clock's time in whole seconds, ``context.grants`` the ids of the live grants
+covering the call, and ``context.in_scope`` whether there is one.
+
+The verdict is ``deny`` when Cedar denies (no ``permit`` applies, or a
+``forbid`` does), ``ask`` when Cedar allows and one of the policies that
+allowed it is annotated ``@ask``, else ``allow``. A policy that fails while
+being evaluated counts as a denial: an error never lets a call through.
+
+A text that does not parse is refused by :func:`compile_policy`, so a broken
+policy is never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cedarpy
+
+from ..errors import PolicyError
+
+PERMIT_ALL = "permit(principal, action, resource);\n"
+"""What a tenant without a policy gets (version 0): everything the ledger allows."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyVerdict:
+    decision: str  # "allow" | "deny" | "ask"
+    version: int
+    reasons: tuple[str, ...] = ()
+
+
+class CompiledPolicy:
+    """A parsed policy text of one version, ready to evaluate many calls."""
+
+    def __init__(self, text: str, version: int) -> None:
+        self.text = text
+        self.version = version
+        try:
+            self._set = cedarpy.PolicySet.from_str(text)
+            described = json.loads(cedarpy.policies_to_json_str(text))
+        except (ValueError, RuntimeError) as exc:
+            raise PolicyError(
+                f"the policy does not parse as Cedar: {exc}; nothing was stored. "
+                "Check it against https://docs.cedarpolicy.com/policies/syntax-policy.html"
+            ) from exc
+        policies = described.get("staticPolicies", {})
+        if not policies:
+            raise PolicyError(
+                "the policy text holds no policies; a tenant with none would deny every "
+                "call. Write at least one permit, e.g. permit(principal, action, resource);"
+            )
+        self._ask = frozenset(
+            pid for pid, p in policies.items() if "ask" in (p.get("annotations") or {})
+        )
+        self._ids = {
+            pid: (p.get("annotations") or {}).get("id") or pid for pid, p in policies.items()
+        }
+
+    def evaluate(
+        self,
+        *,
+        agent_id: str,
+        tenant: str,
+        name: str,
+        tool: str,
+        effect: str,
+        args: Mapping[str, Any],
+        autonomy: str,
+        now: float,
+        grants: Sequence[str],
+    ) -> PolicyVerdict:
+        request = {
+            "principal": {"type": "Agent", "id": agent_id},
+            "action": {"type": "Action", "id": "call"},
+            "resource": {"type": "Tool", "id": tool},
+            "context": {
+                "args": _cedar_value(dict(args)),
+                "autonomy": autonomy,
+                "effect": effect,
+                "now": int(now),
+                "in_scope": bool(grants),
+                "grants": list(grants),
+            },
+        }
+        entities = [
+            {
+                "uid": {"type": "Agent", "id": agent_id},
+                "attrs": {"tenant": tenant, "name": name},
+                "parents": [],
+            },
+            {"uid": {"type": "Tool", "id": tool}, "attrs": {"effect": effect}, "parents": []},
+        ]
+        try:
+            result = cedarpy.is_authorized(request, self._set, entities)
+        except (ValueError, RuntimeError) as exc:
+            return PolicyVerdict(
+                "deny", self.version, (f"the policy could not be evaluated: {exc}",)
+            )
+        errors = [str(e) for e in result.diagnostics.errors]
+        reasons = tuple(self._ids.get(r, r) for r in result.diagnostics.reasons)
+        if errors:
+            return PolicyVerdict(
+                "deny", self.version, (f"policy evaluation failed: {'; '.join(errors)}",)
+            )
+        if not result.allowed:
+            why = reasons or ("no permit applies",)
+            return PolicyVerdict("deny", self.version, why)
+        if any(r in self._ask for r in result.diagnostics.reasons):
+            return PolicyVerdict("ask", self.version, reasons)
+        return PolicyVerdict("allow", self.version, reasons)
+
+
+def compile_policy(text: str, version: int = 0) -> CompiledPolicy:
+    """Parse a policy text; raise :class:`~stead.errors.PolicyError` if it is broken."""
+    return CompiledPolicy(text, version)
+
+
+def _cedar_value(value: Any) -> Any:
+    """A JSON value Cedar accepts: fractions and null become text."""
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and math.isfinite(value) else repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): _cedar_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cedar_value(v) for v in value]
+    return "null" if value is None else str(value)

@@ -1,0 +1,235 @@
+"""Messages and delegations between agents: signed, verified, never trusted for what they claim.
+
+A sending agent's envelope is signed with its own Ed25519 key, opened from the
+vault for that one signature. The receiver takes the sender's public key from
+the sender's journal in the store, never from the message, and refuses (and
+records, in its own journal) an envelope that is:
+
+* unsigned, or signed by any key but the claimed sender's;
+* from an agent that does not exist in the receiver's tenant;
+* older than :data:`~stead.governance.identity.MAX_AGE_SECONDS` or from the
+  future, or one it has already received (a replay);
+* claiming grants the sender does not hold (``body.claims``);
+* a delegation of a grant the sender does not hold, cannot delegate, or that
+  would be wider than the sender's own.
+
+What an accepted envelope may do is decided from the sender's grants in the
+ledger: a delegation becomes a grant of the receiver that names its source,
+and every use of it re-checks that source (revoking it revokes the delegation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GovernanceError, NotFound, SteadError
+from ..governance.grants import allows, narrower, parse_grant
+from ..governance.identity import (
+    IDENTITY_SECRET,
+    MAX_AGE_SECONDS,
+    MAX_SKEW_SECONDS,
+    check_shape,
+    new_key_pair,
+    sign,
+    signature_valid,
+)
+from ..ids import new_id
+from ..journal import Kind, NewEvent
+from ..state import State
+from .governed import Messenger
+
+if TYPE_CHECKING:
+    from .activation import Activation
+    from .runtime import Runtime
+
+
+def mint_identity(rt: Runtime, state: State) -> tuple[str, NewEvent]:
+    """A new key pair for the agent: the private half sealed in the vault, and the
+    event that journals the public half (for whoever holds the agent's lease to append)."""
+    private, public = new_key_pair()
+    rt.vault().set_reserved(
+        state.tenant, IDENTITY_SECRET, private, agent_id=state.agent_id, at=rt.clock.now()
+    )
+    return public, NewEvent(Kind.IDENTITY_CREATED, {"public_key": public, "algorithm": "ed25519"})
+
+
+def ensure_identity(rt: Runtime, agent_id: str) -> str:
+    """The agent's public key, minting its key pair if it has none (takes its lease)."""
+
+    def build(s: State) -> list[NewEvent]:
+        if s.public_key is not None:
+            return []
+        return [mint_identity(rt, s)[1]]
+
+    key = rt.append_as_person(agent_id, build).public_key
+    assert key is not None
+    return key
+
+
+def make_envelope(
+    rt: Runtime,
+    sender: State,
+    to: str,
+    kind: str,
+    body: Mapping[str, Any],
+    message_id: str | None = None,
+) -> dict[str, Any]:
+    """A signed envelope from ``sender``, whose private key is opened from the vault to sign it."""
+    private = rt.vault().get(sender.tenant, sender.agent_id, IDENTITY_SECRET)
+    if private is None or sender.public_key is None:
+        raise GovernanceError(
+            f"agent {sender.agent_id} has no identity key in the vault (was the vault key "
+            "changed?); it cannot sign"
+        )
+    envelope = {
+        "v": 1,
+        "id": message_id or new_id("msg", rt.clock),
+        "kind": kind,
+        "from": sender.agent_id,
+        "to": to,
+        "tenant": sender.tenant,
+        "at": rt.clock.now(),
+        "body": dict(body),
+    }
+    return sign(private, envelope)
+
+
+def _problem(rt: Runtime, receiver: State, env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Why the envelope is refused ("" if it is not), and what it carries if accepted."""
+    if env["tenant"] != receiver.tenant or env["to"] != receiver.agent_id:
+        return f"it is addressed to {env['to']} of tenant {env['tenant']}", {}
+    try:
+        sender = rt.store.load_state(env["from"])
+    except NotFound:
+        return f"no agent {env['from']} exists in this tenant", {}
+    if sender.tenant != receiver.tenant:
+        return f"no agent {env['from']} exists in this tenant", {}
+    if "sig" not in env:
+        return "it is not signed", {}
+    if sender.public_key is None:
+        return f"agent {env['from']} has no identity key, so nothing it signs can be verified", {}
+    if not signature_valid(sender.public_key, env):
+        return f"its signature is not made by the key of agent {env['from']}", {}
+    now = rt.clock.now()
+    if now - env["at"] > MAX_AGE_SECONDS:
+        return f"it is stale: sent {now - env['at']:.0f} s ago (at most {MAX_AGE_SECONDS:.0f})", {}
+    if env["at"] - now > MAX_SKEW_SECONDS:
+        return "it is dated in the future", {}
+    if env["id"] in receiver.seen_messages:
+        return f"message {env['id']} was already received: a replay", {}
+    for gid in env["body"].get("claims", []) or []:
+        grant = sender.grants.get(gid) if isinstance(gid, str) else None
+        if grant is None or allows({**grant, "args": {}}, grant["tool"], {}, now) is not None:
+            return f"it claims grant {gid}, which agent {env['from']} does not hold", {}
+    if env["kind"] != "delegation":
+        return "", {}
+    gid = env["body"].get("grant")
+    parent = sender.grants.get(gid) if isinstance(gid, str) else None
+    if parent is None or allows({**parent, "args": {}}, parent["tool"], {}, now) is not None:
+        return f"it delegates grant {gid}, which agent {env['from']} does not hold", {}
+    try:
+        child = parse_grant(env["body"].get("child"), "delegated grant")
+    except GovernanceError as exc:
+        return f"the delegated grant is invalid: {exc}", {}
+    wider = narrower(child, parent)
+    if wider is not None:
+        return f"the delegation is wider than the sender's grant {gid}: {wider}", {}
+    return "", child
+
+
+def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
+    """Verify an envelope and record it in the receiver's journal, accepted or refused.
+
+    Returns (accepted, what happened). A refusal is journaled as
+    ``message_refused`` in the receiver's journal with the reason.
+    """
+    try:
+        env = check_shape(envelope)
+    except GovernanceError as exc:
+        to = envelope.get("to") if isinstance(envelope, Mapping) else None
+        if not isinstance(to, str):
+            raise
+        env, shape_problem = dict(envelope), str(exc)
+    else:
+        shape_problem = ""
+    outcome: dict[str, Any] = {}
+
+    def build(receiver: State) -> list[NewEvent]:
+        problem = shape_problem
+        child: dict[str, Any] = {}
+        if not problem:
+            problem, child = _problem(rt, receiver, env)
+        if problem:
+            outcome.update(ok=False, detail=problem)
+            return [
+                NewEvent(
+                    Kind.MESSAGE_REFUSED,
+                    {
+                        "message": env.get("id"),
+                        "claimed_from": env.get("from"),
+                        "kind": env.get("kind"),
+                        "reason": problem,
+                    },
+                )
+            ]
+        if env["kind"] == "delegation":
+            gid = new_id("gr", rt.clock)
+            grant = {
+                **child,
+                "id": gid,
+                "by": f"agent {env['from']}",
+                "delegated_from": {"agent": env["from"], "grant": env["body"]["grant"]},
+            }
+            outcome.update(ok=True, detail=f"grant {gid} recorded", grant=gid)
+            return [NewEvent(Kind.GRANT_ADDED, {"grant": grant, "message": env["id"]})]
+        outcome.update(ok=True, detail="delivered")
+        return [
+            NewEvent(
+                Kind.MESSAGE_RECEIVED,
+                {
+                    "message": env["id"],
+                    "from": env["from"],
+                    "kind": env["kind"],
+                    "text": str(env["body"].get("text", "")),
+                    "claims": list(env["body"].get("claims", []) or []),
+                },
+            )
+        ]
+
+    rt.append_as_person(str(env["to"]), build)
+    return bool(outcome["ok"]), str(outcome["detail"])
+
+
+def messenger_for(rt: Runtime) -> Messenger:
+    """The callable an activation uses to send its agent's messages and delegations."""
+
+    def send(act: Activation, action: Mapping[str, Any]) -> dict[str, Any]:
+        message_id = f"msg_{act.record.agent_id}_{action['call_id']}"
+        try:
+            if act.state.public_key is None:
+                _, event = mint_identity(rt, act.state)
+                act.emit_event(event)
+                act.flush()
+            sender = act.state
+            if action["type"] == "delegate":
+                parent = sender.grants.get(action["grant"])
+                if parent is None:
+                    return {"ok": False, "error": f"this agent holds no grant {action['grant']}"}
+                narrow = {**action.get("narrow", {})}
+                if "valid_for" in narrow:
+                    narrow["valid_until"] = rt.clock.now() + float(narrow.pop("valid_for"))
+                child = parse_grant({"tool": parent["tool"], **narrow}, "delegation")
+                body: dict[str, Any] = {"grant": action["grant"], "child": child}
+                kind = "delegation"
+            else:
+                body, kind = {"text": action.get("text", "")}, action.get("kind", "message")
+            envelope = make_envelope(rt, sender, action["to"], kind, body, message_id)
+            ok, detail = deliver(rt, envelope)
+        except SteadError as exc:
+            return {"ok": False, "message": message_id, "error": str(exc)}
+        if not ok and "already received" in detail:
+            ok, detail = True, "delivered earlier (this is a retry after a restart)"
+        return {"ok": ok, "message": message_id, "detail" if ok else "error": detail}
+
+    return send
