@@ -118,6 +118,13 @@ def describe_stop(state: State) -> list[str]:
         lines.append(f"    decide with: stead resolve {agent} {call_id} --as done|retry|abort")
     if state.status == "waiting" and state.waiting_for == "input":
         lines.append(f'  reply with: stead send {agent} "TEXT"')
+    for aid, a in sorted(state.approvals.items()):
+        if a["status"] == "requested":
+            lines.append(f"  approval {aid} asked for {a['tool']}: {a.get('reason', '')}")
+            lines.append(
+                f"    answer with: stead approve {aid} [--valid-for 15m]  or  "
+                f'stead deny {aid} --reason "..."'
+            )
     if state.status == "needs_attention" and not state.unknown:
         lines.append(f"  continue with: stead resume {agent}")
     return lines

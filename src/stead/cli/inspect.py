@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from rich.table import Table
 
 from ..clock import iso
+from ..governance.grants import describe
 from ..integrity.audit import audit
 from ..journal import Event
 from .common import (
@@ -148,6 +151,9 @@ def _summary(ev: Event) -> str:
             extra = f" → {d.get('verdict')}"
         elif ev.kind == "call_resolved":
             extra = f" as {d.get('resolution')} by {d.get('by')}"
+        verdict = d.get("verdict")
+        if isinstance(verdict, Mapping) and verdict.get("decision") == "allow":
+            extra += f" ({_verdict(verdict)})"
         return f"{d.get('call_id')} {d.get('tool', '')}{extra}"
     if ev.kind == "workspace_restored":
         return "rolled back: " + ", ".join(d.get("paths", []))
@@ -161,6 +167,45 @@ def _summary(ev: Event) -> str:
         return str(d.get("summary", ""))
     if ev.kind in ("input_received", "input_requested"):
         return str(d.get("text", d.get("prompt", "")))
+    return _governance_summary(ev.kind, d)
+
+
+def _verdict(v: Mapping[str, Any]) -> str:
+    parts = [f"allowed by {v.get('grant') or 'no grant'}", f"policy v{v.get('policy_version')}"]
+    if v.get("approval"):
+        parts.append(f"approval {v['approval']}")
+    return ", ".join(parts)
+
+
+def _governance_summary(kind: str, d: Mapping[str, Any]) -> str:
+    """Who allowed what, under which policy version: the audit lines of ``stead trace``."""
+    if kind == "grant_added":
+        g = d["grant"]
+        return f"{g['id']} {describe(g)} by {g.get('by')}"
+    if kind == "grant_revoked":
+        return f"{d['grant']} by {d.get('by')}: {d.get('reason', '')}"
+    if kind == "autonomy_changed":
+        what = f"tool {d['tool']}" if d.get("tool") else "agent"
+        return f"{what} → {d['level']} by {d.get('by')}"
+    if kind == "approval_requested":
+        return f"{d['approval_id']} {d['tool']} (policy v{d['policy_version']}): {d['reason']}"
+    if kind == "approval_granted":
+        return f"{d['approval_id']} by {d['by']} until {iso(d['valid_until'])}"
+    if kind in ("approval_denied", "approval_lapsed"):
+        return f"{d['approval_id']}: {d.get('reason', '')}" + (
+            f" (by {d['by']})" if d.get("by") else ""
+        )
+    if kind in ("proposal_recorded", "proposal_accepted"):
+        return f"{d['proposal_id']} {d.get('tool', '')}"
+    if kind == "governance_refused":
+        return f"{d['type']}: {d['reason']}"
+    if kind in ("message_received", "message_refused"):
+        who = d.get("from") or d.get("claimed_from")
+        return f"{d.get('message')} from {who}" + (f": {d['reason']}" if d.get("reason") else "")
+    if kind in ("delegated", "message_sent"):
+        return f"to {d.get('to')}: " + ("ok" if d.get("ok") else f"error: {d.get('error')}")
+    if kind == "identity_created":
+        return f"ed25519 {d['public_key'][:16]}…"
     return ""
 
 

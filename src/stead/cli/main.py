@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ..errors import (
     ConcurrencyError,
+    GovernanceError,
     IntegrityError,
     LeaseHeld,
     NotFound,
@@ -25,7 +26,7 @@ from ..errors import (
     ToolError,
     UsageError,
 )
-from . import agents, demo, doctor, inspect, secret, selftest, work
+from . import agents, demo, doctor, governance, inspect, secret, selftest, work
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     agents.register(sub, common)
     inspect.register(sub, common)
     work.register(sub, common)
+    governance.register(sub, common)
     doctor.register(sub, common)
     secret.register(sub, common)
     selftest.register(sub, common)
@@ -65,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         NotFound,
         ResolveError,
         ToolError,
+        GovernanceError,
     ) as exc:
         err.print(f"[red]error[/]: {exc}")
         return EXIT_USAGE

@@ -159,16 +159,24 @@ def satisfies(constraint: Mapping[str, Any], value: Any) -> bool:
     return False
 
 
-def allows(grant: Mapping[str, Any], tool: str, args: Mapping[str, Any], now: float) -> str | None:
-    """``None`` if ``grant`` covers calling ``tool`` with ``args`` at ``now``, else why not."""
-    if not fnmatch.fnmatchcase(tool, grant["tool"]):
-        return f"grant {grant['id']} covers {grant['tool']}, not {tool}"
+def inactive_reason(grant: Mapping[str, Any], now: float) -> str | None:
+    """Why the grant cannot be used at ``now`` at all (not yet, no longer, used up), or None."""
     if grant.get("valid_from") is not None and now < grant["valid_from"]:
         return f"grant {grant['id']} is valid only from {grant['valid_from']}"
     if grant.get("valid_until") is not None and now >= grant["valid_until"]:
         return f"grant {grant['id']} expired at {grant['valid_until']}"
     if grant.get("max_uses") is not None and grant.get("uses", 0) >= grant["max_uses"]:
         return f"grant {grant['id']} has been used all {grant['max_uses']} times"
+    return None
+
+
+def allows(grant: Mapping[str, Any], tool: str, args: Mapping[str, Any], now: float) -> str | None:
+    """``None`` if ``grant`` covers calling ``tool`` with ``args`` at ``now``, else why not."""
+    if not fnmatch.fnmatchcase(tool, grant["tool"]):
+        return f"grant {grant['id']} covers {grant['tool']}, not {tool}"
+    inactive = inactive_reason(grant, now)
+    if inactive is not None:
+        return inactive
     for name, constraint in grant.get("args", {}).items():
         if name not in args:
             return f"grant {grant['id']} requires argument {name!r}"

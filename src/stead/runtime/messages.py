@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GovernanceError, NotFound, SteadError
-from ..governance.grants import allows, narrower, parse_grant
+from ..governance.grants import inactive_reason, narrower, parse_grant
 from ..governance.identity import (
     IDENTITY_SECRET,
     MAX_AGE_SECONDS,
@@ -120,13 +120,13 @@ def _problem(rt: Runtime, receiver: State, env: dict[str, Any]) -> tuple[str, di
         return f"message {env['id']} was already received: a replay", {}
     for gid in env["body"].get("claims", []) or []:
         grant = sender.grants.get(gid) if isinstance(gid, str) else None
-        if grant is None or allows({**grant, "args": {}}, grant["tool"], {}, now) is not None:
+        if grant is None or inactive_reason(grant, now) is not None:
             return f"it claims grant {gid}, which agent {env['from']} does not hold", {}
     if env["kind"] != "delegation":
         return "", {}
     gid = env["body"].get("grant")
     parent = sender.grants.get(gid) if isinstance(gid, str) else None
-    if parent is None or allows({**parent, "args": {}}, parent["tool"], {}, now) is not None:
+    if parent is None or inactive_reason(parent, now) is not None:
         return f"it delegates grant {gid}, which agent {env['from']} does not hold", {}
     try:
         child = parse_grant(env["body"].get("child"), "delegated grant")

@@ -1,0 +1,282 @@
+"""``stead grant|revoke|scope|autonomy|approvals|approve|deny|policy``: people's authority."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import GovernanceError, UsageError
+from ..governance.gate import LEVELS
+from ..governance.grants import describe, inactive_reason
+from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
+from .common import EXIT_COMPLETED, emit_json, open_runtime, out, tenant_of, wants_json
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``15m``, ``2h`` or ``1d``."""
+    m = _DURATION.match(text.strip())
+    if m is None or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration; write it like 90s, 15m, 2h or 1d"
+        )
+    return float(m.group(1)) * _UNIT[m.group(2)]
+
+
+def parse_arg_constraint(text: str) -> tuple[str, dict[str, Any]]:
+    """``NAME=KIND:VALUE`` from ``--arg``, e.g. ``path=glob:src/*`` or ``count=max:5``."""
+    name, eq, rest = text.partition("=")
+    kind, colon, value = rest.partition(":")
+    if not (name and eq and kind and colon):
+        raise UsageError(
+            f"--arg {text!r}: write NAME=KIND:VALUE, e.g. path=glob:src/*, count=max:5, "
+            "mode=one_of:fast,slow or url=hosts:api.example.com"
+        )
+    if kind in ("max", "min"):
+        try:
+            return name, {kind: float(value)}
+        except ValueError:
+            raise UsageError(f"--arg {text!r}: {kind} takes a number") from None
+    if kind in ("one_of", "hosts"):
+        return name, {kind: [v for v in value.split(",") if v]}
+    return name, {kind: value}
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    p = sub.add_parser("grant", parents=[common], help="add a grant to an agent's scope")
+    p.add_argument("agent_id")
+    p.add_argument("tool", help="a tool name or pattern, e.g. write_file or fs_*")
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="NAME=KIND:VALUE",
+        help="constrain an argument: glob, max, min, one_of or hosts (repeatable)",
+    )
+    p.add_argument("--max-uses", type=int, metavar="N")
+    p.add_argument("--valid-for", type=duration, metavar="DURATION", help="e.g. 15m, 2h, 7d")
+    p.add_argument("--delegable", action="store_true", help="the agent may delegate parts of it")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_grant)
+
+    p = sub.add_parser("revoke", parents=[common], help="revoke a grant (and its delegations)")
+    p.add_argument("agent_id")
+    p.add_argument("grant_id")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_revoke)
+
+    p = sub.add_parser("scope", parents=[common], help="what an agent may do now, and until when")
+    p.add_argument("agent_id")
+    p.set_defaults(func=cmd_scope)
+
+    p = sub.add_parser("autonomy", parents=[common], help="set an agent's autonomy level")
+    p.add_argument("agent_id")
+    p.add_argument("level", choices=LEVELS)
+    p.add_argument("--tool", help="set the level for this one tool only")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_autonomy)
+
+    p = sub.add_parser("approvals", parents=[common], help="list calls waiting for approval")
+    p.set_defaults(func=cmd_approvals)
+
+    p = sub.add_parser("approve", parents=[common], help="approve one waiting call, once")
+    p.add_argument("approval_id")
+    p.add_argument(
+        "--valid-for",
+        type=duration,
+        default=DEFAULT_APPROVAL_SECONDS,
+        metavar="DURATION",
+        help="how long the approval may be used (default 15m)",
+    )
+    p.set_defaults(func=cmd_approve)
+
+    p = sub.add_parser("deny", parents=[common], help="deny one waiting call")
+    p.add_argument("approval_id")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(func=cmd_deny)
+
+    policy = sub.add_parser("policy", help="set or show the tenant's Cedar policy")
+    ps = policy.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
+    p = ps.add_parser("set", parents=[common], help="store a new policy version from a file")
+    p.add_argument("file", type=Path)
+    p.set_defaults(func=cmd_policy_set)
+    p = ps.add_parser("show", parents=[common], help="print the policy in force")
+    p.add_argument("--version", type=int)
+    p.set_defaults(func=cmd_policy_show)
+
+
+def _tenant(args: argparse.Namespace) -> str:
+    return tenant_of(args) or "default"
+
+
+def cmd_grant(args: argparse.Namespace) -> int:
+    grant: dict[str, Any] = {
+        "tool": args.tool,
+        "args": dict(parse_arg_constraint(a) for a in args.arg),
+        "max_uses": args.max_uses,
+        "delegable": args.delegable,
+    }
+    if args.valid_for is not None:
+        grant["valid_for"] = args.valid_for
+    rt = open_runtime(args)
+    try:
+        made = rt.grant(args.agent_id, grant, reason=args.reason)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json(made)
+    else:
+        out.print(f"granted {made['id']} to {args.agent_id}: {describe(made)}")
+    return EXIT_COMPLETED
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        rt.revoke(args.agent_id, args.grant_id, reason=args.reason)
+    finally:
+        rt.close()
+    if not wants_json(args):
+        out.print(f"revoked {args.grant_id} of {args.agent_id}")
+    return EXIT_COMPLETED
+
+
+def cmd_scope(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        state = rt.store.load_state(args.agent_id)
+        now = rt.clock.now()
+        policy = rt.store.get_policy(state.tenant)
+        live = {gid: inactive_reason(g, now) or "" for gid, g in state.grants.items()}
+    finally:
+        rt.close()
+    report = {
+        "agent_id": state.agent_id,
+        "autonomy": state.autonomy,
+        "tool_autonomy": state.tool_autonomy,
+        "policy_version": policy.version if policy else 0,
+        "grants": [{**g, "inactive": live[gid] or None} for gid, g in sorted(state.grants.items())],
+        "approvals": list(state.approvals.values()),
+        "proposals": list(state.proposals.values()),
+    }
+    if wants_json(args):
+        emit_json(report)
+        return EXIT_COMPLETED
+    out.print(f"agent {state.agent_id} ({state.name}), autonomy {state.autonomy}")
+    for tool, level in sorted(state.tool_autonomy.items()):
+        out.print(f"  {tool}: {level}")
+    out.print(f"policy version {report['policy_version']} of tenant {state.tenant}")
+    out.print("grants:" if state.grants else "grants: none (every call is refused)")
+    for gid, g in sorted(state.grants.items()):
+        note = f"  [yellow](inactive: {live[gid]})[/]" if live[gid] else ""
+        out.print(f"  {gid}  {describe(g)}  by {g.get('by')}{note}")
+    for a in state.approvals.values():
+        out.print(f"approval {a['approval_id']} ({a['status']}) for {a['tool']}")
+    for p in state.proposals.values():
+        out.print(f"proposal {p['proposal_id']}: {p['tool']}({p['args']})")
+    return EXIT_COMPLETED
+
+
+def cmd_autonomy(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        rt.set_autonomy(args.agent_id, args.level, tool=args.tool, reason=args.reason)
+    finally:
+        rt.close()
+    if not wants_json(args):
+        what = f"tool {args.tool} of {args.agent_id}" if args.tool else args.agent_id
+        out.print(f"autonomy of {what} is now {args.level}")
+    return EXIT_COMPLETED
+
+
+def cmd_approvals(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        pending = rt.pending_approvals(tenant_of(args))
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json([{"agent_id": agent, **a} for agent, a in pending])
+    elif not pending:
+        out.print("no calls are waiting for approval")
+    for agent, a in pending if not wants_json(args) else ():
+        out.print(f"{a['approval_id']}  agent {agent}  {a['tool']}  ({a.get('reason', '')})")
+    return EXIT_COMPLETED
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        agent, _ = rt.approve(args.approval_id, valid_for=args.valid_for)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json({"approval_id": args.approval_id, "agent_id": agent, "valid_for": args.valid_for})
+    else:
+        out.print(
+            f"approved {args.approval_id} for {args.valid_for:.0f} s; "
+            f"continue with: stead resume {agent}"
+        )
+    return EXIT_COMPLETED
+
+
+def cmd_deny(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        agent, _ = rt.deny(args.approval_id, args.reason)
+    finally:
+        rt.close()
+    if not wants_json(args):
+        out.print(f"denied {args.approval_id}; agent {agent} sees the refusal when it resumes")
+    return EXIT_COMPLETED
+
+
+def cmd_policy_set(args: argparse.Namespace) -> int:
+    try:
+        text = args.file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read policy file {args.file}: {exc.strerror}") from exc
+    rt = open_runtime(args)
+    try:
+        version = rt.set_policy(_tenant(args), text)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json({"tenant": _tenant(args), "version": version})
+    else:
+        out.print(f"policy version {version} of tenant {_tenant(args)} is in force")
+    return EXIT_COMPLETED
+
+
+def cmd_policy_show(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        record = rt.store.get_policy(_tenant(args), args.version)
+    finally:
+        rt.close()
+    if record is None:
+        raise GovernanceError(
+            f"tenant {_tenant(args)} has no policy"
+            + (f" version {args.version}" if args.version else "")
+            + "; every call the scope ledger allows is allowed. "
+            "Set one with `stead policy set FILE`"
+        )
+    if wants_json(args):
+        emit_json(
+            {
+                "version": record.version,
+                "text": record.text,
+                "set_by": record.set_by,
+                "set_at": record.set_at,
+            }
+        )
+    else:
+        out.print(f"# version {record.version}, set by {record.set_by}", markup=False)
+        out.print(record.text, markup=False)
+    return EXIT_COMPLETED
