@@ -101,6 +101,13 @@ def register(
     p.add_argument("--reason", required=True)
     p.set_defaults(func=cmd_deny)
 
+    p = sub.add_parser(
+        "accept", parents=[common], help="run a proposed call now, under your authority"
+    )
+    p.add_argument("agent_id")
+    p.add_argument("proposal_id")
+    p.set_defaults(func=cmd_accept)
+
     policy = sub.add_parser("policy", help="set or show the tenant's Cedar policy")
     ps = policy.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
     p = ps.add_parser("set", parents=[common], help="store a new policy version from a file")
@@ -234,6 +241,21 @@ def cmd_deny(args: argparse.Namespace) -> int:
         rt.close()
     if not wants_json(args):
         out.print(f"denied {args.approval_id}; agent {agent} sees the refusal when it resumes")
+    return EXIT_COMPLETED
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        state = rt.accept(args.agent_id, args.proposal_id)
+    finally:
+        rt.close()
+    call = next(c for c in reversed(state.recent_calls) if c["call_id"] == args.proposal_id)
+    if wants_json(args):
+        emit_json(call)
+    else:
+        outcome = f"ok: {call.get('output')}" if call["ok"] else f"error: {call.get('error')}"
+        out.print(f"ran {args.proposal_id} {call['tool']} -> {outcome}", markup=False)
     return EXIT_COMPLETED
 
 

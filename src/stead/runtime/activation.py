@@ -365,7 +365,14 @@ class Activation:
         step_delta = self.scan_delta() if self.dirty else {}
         self.emit(Kind.STEP_COMPLETED, step=inflight["step"], **step_delta)
 
-    def run_tool(self, index: int, action: dict[str, Any]) -> None:
+    def run_tool(
+        self, index: int, action: dict[str, Any], authority: dict[str, Any] | None = None
+    ) -> None:
+        """Run one call of the in-flight decision, if the gate allows it now.
+
+        ``authority`` is a verdict already given by a person (an accepted
+        proposal); the call then runs under it instead of asking the gate.
+        """
         call_id, name, args = action["call_id"], action["tool"], action.get("args", {})
         # an intent already committed means an earlier activation died during this call
         rerun = call_id in self.state.pending
@@ -383,7 +390,9 @@ class Activation:
         # authority is checked now, at the moment of action, not when decided; a
         # rerun of an interrupted call was authorised when its intent was recorded
         shown: dict[str, Any] = {}
-        if not rerun:
+        if authority is not None:
+            shown = {"verdict": authority}
+        elif not rerun:
             verdict = self.governor.judge(t, call_id, args)
             if verdict.decision != "allow":
                 self.governor.hold(index, result_of, verdict)

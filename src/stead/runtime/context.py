@@ -80,6 +80,10 @@ class Renderer:
         )
         lines += ["", f"## Recent tool calls ({len(state.recent_calls)} of {state.calls_total})"]
         lines += [self._line(c) for c in state.recent_calls] or ["(none)"]
+        if state.notices:
+            # refusals of what the agent asked for itself (a grant, an approval...)
+            lines += ["", "## Notices"]
+            lines += [f"- {n}" for n in state.notices]
         lines += ["", "## Messages"]
         lines += [f"- {m}" for m in state.inbox] or ["(none)"]
         lines += ["", "## Workspace", f"{len(state.manifest)} files"]

@@ -48,6 +48,30 @@ class Governor:
             self._policy = compile_policy(record.text, record.version)
         return self._policy
 
+    def policy_version(self) -> int:
+        policy = self.policy()
+        return policy.version if policy is not None else 0
+
+    def policy_denial(self, tool: Tool, args: Mapping[str, Any]) -> str | None:
+        """Why the tenant's policy denies this call outright, or None (a person's
+        authority overrides autonomy and scope, never a policy's ``forbid``)."""
+        policy = self.policy()
+        if policy is None:
+            return None
+        state = self.act.state
+        pv = policy.evaluate(
+            agent_id=state.agent_id,
+            tenant=state.tenant,
+            name=state.name,
+            tool=tool.name,
+            effect=tool.effect.value,
+            args=args,
+            autonomy=state.tool_autonomy.get(tool.name, state.autonomy),
+            now=self.act.clock.now(),
+            grants=[],
+        )
+        return None if pv.decision != "deny" else f"policy version {pv.version}: {pv.reasons}"
+
     def _parent(self, agent_id: str) -> State | None:
         try:
             return self.act.store.load_state(agent_id)

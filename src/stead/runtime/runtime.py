@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, SystemClock
-from ..errors import ModelError, NotFound, ResolveError, SteadError, StoreError
+from ..errors import GovernanceError, ModelError, NotFound, ResolveError, SteadError, StoreError
 from ..ids import new_id
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
@@ -208,6 +208,51 @@ class Runtime(AuthorityActions):
         try:
             for new in build(act.state):
                 act.emit_event(new)
+            act.flush()
+            return act.state
+        finally:
+            act.release()
+
+    def accept(self, agent_id: str, proposal_id: str) -> State:
+        """Run a proposed call now, under the authority of the person accepting it.
+
+        The proposal's call runs as its own call (its id is the proposal id),
+        journaled with who accepted it; the tenant's policy still applies.
+        """
+        record = self.store.get_record(agent_id)
+        act = Activation(
+            self.store,
+            record,
+            self.workspace(agent_id, record.tenant),
+            _NoModel(),
+            self.tools_for(record),
+            self.clock,
+            lease_ttl=self.lease_ttl,
+            sandbox=self.sandbox,
+            vault=self.vault,
+        )
+        act.acquire()
+        try:
+            proposal = act.state.proposals.get(proposal_id)
+            if proposal is None:
+                open_ = ", ".join(sorted(act.state.proposals)) or "none"
+                raise NotFound(
+                    f"agent {agent_id} has no open proposal {proposal_id}; open proposals: {open_}"
+                )
+            tool = act.tools.get(proposal["tool"])
+            refusal = None if tool is None else act.governor.policy_denial(tool, proposal["args"])
+            if refusal is not None:
+                raise GovernanceError(f"the tenant's policy refuses {proposal_id}: {refusal}")
+            who = self.person()
+            act.emit(Kind.PROPOSAL_ACCEPTED, proposal_id=proposal_id, by=who)
+            authority = {
+                "decision": "allow",
+                "reason": f"proposal accepted by {who}",
+                "authority": who,
+                "policy_version": act.governor.policy_version(),
+            }
+            action = {"call_id": proposal_id, "tool": proposal["tool"], "args": proposal["args"]}
+            act.run_tool(-1, action, authority=authority)
             act.flush()
             return act.state
         finally:
