@@ -15,8 +15,9 @@ Actions are plain JSON objects, as they are stored in the journal:
 * ``{"type": "wait_for_input", "prompt": TEXT}``
 * ``{"type": "message", "to": AGENT, "text": TEXT, "kind": "message" | "result"}``:
   a signed message to another agent of the same tenant;
-* ``{"type": "delegate", "to": AGENT, "grant": GRANT_ID, "narrow": {...}}``: hand
-  another agent part of a delegable grant (only ever narrower);
+* ``{"type": "delegate", "to": AGENT, "grant": GRANT, "narrow": {...}}``: hand
+  another agent part of a delegable grant (only ever narrower); ``GRANT`` is a
+  grant id or the tool (pattern) of one of the agent's delegable grants;
 * ``{"type": "grant" | "approve" | "set_autonomy", "request": ...}``: an agent
   asking to widen its own authority. These are accepted as decisions so that
   they can be refused and recorded; only a person can grant, approve or raise

@@ -201,6 +201,14 @@ def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
     return bool(outcome["ok"]), str(outcome["detail"])
 
 
+def _held(sender: State, ref: str) -> dict[str, Any] | None:
+    """The sender's grant named by id, or else its delegable grant for that tool (pattern)."""
+    if ref in sender.grants:
+        return sender.grants[ref]
+    matching = [g for _, g in sorted(sender.grants.items()) if g["tool"] == ref and g["delegable"]]
+    return matching[0] if matching else None
+
+
 def messenger_for(rt: Runtime) -> Messenger:
     """The callable an activation uses to send its agent's messages and delegations."""
 
@@ -213,14 +221,18 @@ def messenger_for(rt: Runtime) -> Messenger:
                 act.flush()
             sender = act.state
             if action["type"] == "delegate":
-                parent = sender.grants.get(action["grant"])
+                parent = _held(sender, action["grant"])
                 if parent is None:
-                    return {"ok": False, "error": f"this agent holds no grant {action['grant']}"}
+                    return {
+                        "ok": False,
+                        "message": message_id,
+                        "error": f"this agent holds no delegable grant {action['grant']}",
+                    }
                 narrow = {**action.get("narrow", {})}
                 if "valid_for" in narrow:
                     narrow["valid_until"] = rt.clock.now() + float(narrow.pop("valid_for"))
                 child = parse_grant({"tool": parent["tool"], **narrow}, "delegation")
-                body: dict[str, Any] = {"grant": action["grant"], "child": child}
+                body: dict[str, Any] = {"grant": parent["id"], "child": child}
                 kind = "delegation"
             else:
                 body, kind = {"text": action.get("text", "")}, action.get("kind", "message")
