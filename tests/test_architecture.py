@@ -17,6 +17,8 @@ FORBIDDEN = {
     "sandbox": {"runtime", "cli", "models"},
     "runtime": {"cli", "demo"},
     "integrity": {"runtime", "cli", "demo"},
+    # pure decisions over state: no I/O of their own
+    "governance": {"store", "runtime", "cli", "sandbox", "tools", "models", "demo"},
 }
 
 
