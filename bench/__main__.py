@@ -250,7 +250,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             say(
                 f"sandbox overhead ({sandbox['sandbox']}): "
                 + ", ".join(
-                    f"{shlex.join(c['argv'])} {c['sandbox_median_ms']:.1f} ms "
+                    f"{shlex.join(c['argv'])} {c['sandbox_median_ms']:.1f} ms one-shot, "
+                    f"{c['session_median_ms']:.1f} ms in a session "
                     f"vs {c['plain_median_ms']:.1f} ms plain"
                     for c in sandbox["commands"].values()
                 )

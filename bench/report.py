@@ -174,7 +174,7 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def sandbox_rows(sb: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
-    """One row per trivial command: in the sandbox against a plain subprocess."""
+    """Rows per trivial command: one-shot and in a session, against a plain subprocess."""
     if not sb:
         return []
     if sb.get("skipped"):
@@ -197,6 +197,18 @@ def sandbox_rows(sb: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
                 f"{sb['runs']} runs each way, alternating",
             )
         )
+        if "session_median_ms" in c:
+            start = sb["session_start_ms"]
+            rows.append(
+                (
+                    f"The same in a sandbox session (one per activation): {shlex.join(c['argv'])}",
+                    f"{_n(c['session_median_ms'])} ms vs {_n(c['plain_median_ms'])} ms plain: "
+                    f"+{_n(c['session_overhead_ms'])} ms ({_n(c['session_ratio'], 1)}x)",
+                    f"p90 {_n(c['session_p90_ms'])} ms; starting a session (its first "
+                    f"/bin/true included) {_n(start['median_ms'])} ms, closing it "
+                    f"{_n(sb['session_close_ms']['median_ms'])} ms, once per activation",
+                )
+            )
     return rows
 
 

@@ -27,7 +27,7 @@ from stead.store.sqlite import SqliteStore
 from stead.tools.base import as_tool
 from stead.tools.builtin import write_file
 
-from .cli_helpers import EXIT_BUSY, EXIT_COMPLETED, EXIT_STOPPED, Cli, write_spec
+from .cli_helpers import EXIT_BUSY, EXIT_COMPLETED, EXIT_STOPPED, LEDGER_TOOLS, Cli, write_spec
 
 pytestmark = pytest.mark.chaos
 
@@ -56,7 +56,8 @@ def create_without_running(cli: Cli, agent_id: str, script: list[Any]) -> None:
     assert proc.returncode == EXIT_STOPPED, proc.stderr
     report = json.loads(proc.stdout)
     assert report["status"] == "running" and report["steps_this_run"] == 0, report
-    assert report["version"] == 2  # agent_created, activation_started
+    # agent_created, a grant per tool the spec lists, activation_started
+    assert report["version"] == 2 + 1 + len(LEDGER_TOOLS)
 
 
 def wait_for_files(paths: list[Path], procs: list[Any], timeout: float = 30) -> None:
@@ -113,7 +114,8 @@ def test_two_workers_resuming_one_agent(tmp_path: Path, barrier: bool, attempt: 
     assert kinds["activation_started"] == 2  # the setup run, and the one winner
     assert kinds["decision"] == kinds["step_completed"] == len(script)
     # everything after setup was written under one epoch: the loser wrote nothing
-    assert {e["epoch"] for e in events[2:]} == {events[1]["epoch"] + 1}
+    setup = next(i for i, e in enumerate(events) if e["kind"] == "activation_started")
+    assert {e["epoch"] for e in events[setup + 1 :]} == {events[setup]["epoch"] + 1}
     intents = Counter(e["data"]["call_id"] for e in events if e["kind"] == "tool_intent")
     results = Counter(e["data"]["call_id"] for e in events if e["kind"] == "tool_result")
     decided = [

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, SystemClock
-from ..errors import GovernanceError, ModelError, NotFound, ResolveError, SteadError, StoreError
+from ..errors import (
+    GovernanceError,
+    ModelError,
+    NotFound,
+    ResolveError,
+    SteadError,
+    StoreError,
+    ToolError,
+)
 from ..ids import new_id
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
@@ -316,8 +324,16 @@ def _initial_scope(spec: AgentSpec) -> list[dict[str, Any]]:
         return [dict(g) for g in spec.scope]
     if not spec.tools:
         return [{"tool": "*", "reason": "the spec names no tools and no scope"}]
-    names = sorted(load_tools(list(spec.tools), [spec.base_dir]))
-    return [{"tool": name, "reason": "listed in the spec"} for name in names]
+    names = set()
+    for entry in spec.tools:
+        ref = entry["tool"] if isinstance(entry, dict) else str(entry)
+        try:
+            names |= set(load_tools([entry], [spec.base_dir]))
+        except ToolError:
+            # a tool only the embedding program provides (Runtime.run(tools=...)):
+            # granted by the name the spec gives it
+            names.add(ref.rpartition(":")[2])
+    return [{"tool": name, "reason": "listed in the spec"} for name in sorted(names)]
 
 
 def person() -> str:

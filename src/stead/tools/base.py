@@ -32,6 +32,7 @@ from typing import Any, TypeVar, overload
 from ..errors import ToolError
 from ..sandbox.base import WORKSPACE_INSIDE, Limits, RunResult, Sandbox
 from ..sandbox.select import select
+from ..sandbox.session import SandboxSession
 
 
 class Effect(enum.StrEnum):
@@ -68,6 +69,10 @@ class ToolContext:
         :class:`~stead.errors.SandboxUnavailable`.
         """
         sandbox = self.sandbox or select()
+        if self.secrets and isinstance(sandbox, SandboxSession):
+            # a command given secrets gets a sandbox of its own, so nothing
+            # left by or lingering after another command can read them
+            sandbox = sandbox.underlying()
         home = WORKSPACE_INSIDE if sandbox.isolation().isolated else str(self.workspace)
         env = {**self.env, **self.secrets}
         env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"})
