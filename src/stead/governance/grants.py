@@ -38,6 +38,9 @@ from urllib.parse import urlsplit
 from ..errors import GovernanceError
 
 CONSTRAINT_KINDS = ("glob", "max", "min", "one_of", "hosts")
+NETWORK = "network"
+"""The capability, not a tool: a live grant of exactly this name lets the commands of
+the agent's tool calls reach the network. No pattern (``*``) ever grants it."""
 _WILD = re.compile(r"[*?\[]")
 _FIELDS = (
     "id",
@@ -104,6 +107,13 @@ def parse_grant(obj: Any, where: str = "grant") -> dict[str, Any]:
     args = obj.get("args") or {}
     if not isinstance(args, Mapping):
         raise _fail(f"{where}.args", "must map argument names to constraints")
+    if tool == NETWORK and (obj.get("args") or obj.get("max_uses") is not None):
+        raise _fail(
+            f"{where}.tool",
+            "a network grant gives the tool's commands the network or not; it cannot "
+            "limit hosts or uses. Grant it with only a validity window, and constrain "
+            "the arguments of the tool that takes the URL instead",
+        )
     max_uses = obj.get("max_uses")
     if max_uses is not None and (
         isinstance(max_uses, bool) or not isinstance(max_uses, int) or max_uses < 1
@@ -167,6 +177,15 @@ def inactive_reason(grant: Mapping[str, Any], now: float) -> str | None:
         return f"grant {grant['id']} expired at {grant['valid_until']}"
     if grant.get("max_uses") is not None and grant.get("uses", 0) >= grant["max_uses"]:
         return f"grant {grant['id']} has been used all {grant['max_uses']} times"
+    return None
+
+
+def network_grant(grants: Mapping[str, Mapping[str, Any]], now: float) -> str | None:
+    """The id of a live ``network`` grant, or None: commands then run without a network."""
+    for gid in sorted(grants):
+        grant = grants[gid]
+        if grant["tool"] == NETWORK and inactive_reason(grant, now) is None:
+            return gid
     return None
 
 

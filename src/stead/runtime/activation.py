@@ -37,6 +37,7 @@ from typing import Any
 from ..canonical import dumps
 from ..clock import Clock
 from ..errors import ModelError, SecretError, ToolError
+from ..governance.grants import network_grant
 from ..governance.ledger import LEDGER_KINDS, verify_ledger
 from ..ids import new_id, seeded_rng
 from ..journal import Event, Kind, NewEvent, seal
@@ -255,6 +256,8 @@ class Activation:
             sandbox=self._session,
             secrets=secrets or {},
             env={n: os.environ[n] for n in (tool.env if tool else ()) if n in os.environ},
+            # checked now, at the call, like every other grant
+            network=network_grant(self.state.grants, self.clock.now()) is not None,
         )
 
     def idempotency_key(self, call_id: str) -> str:
@@ -398,6 +401,9 @@ class Activation:
                 self.governor.hold(index, result_of, verdict)
                 return
             shown = {"verdict": verdict.to_json()}
+            net = network_grant(self.state.grants, self.clock.now())
+            if net is not None:
+                shown["verdict"]["network"] = net  # its commands may reach the network
         if t.effect is not Effect.READ_ONLY and not rerun:
             self.emit(
                 Kind.TOOL_INTENT,

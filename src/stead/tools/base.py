@@ -56,6 +56,8 @@ class ToolContext:
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     # the worker's environment variables this tool declared (and only those)
     env: Mapping[str, str] = field(default_factory=dict)
+    # whether the agent holds a live network grant now (see stead.governance.grants)
+    network: bool = False
 
     def run(
         self, argv: Sequence[str], *, timeout: float = 120.0, limits: Limits | None = None
@@ -77,7 +79,11 @@ class ToolContext:
         env = {**self.env, **self.secrets}
         env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"})
         return sandbox.run(
-            list(argv), self.workspace, env=env, limits=limits or Limits(wall_seconds=timeout)
+            list(argv),
+            self.workspace,
+            env=env,
+            limits=limits or Limits(wall_seconds=timeout),
+            network=self.network,
         )
 
 
