@@ -1,5 +1,9 @@
 """Kill a real worker with SIGKILL again and again; nothing may be lost or done twice.
 
+After every kill the agent's scope is checked: its ledger matches its journal and
+the calls it may make (over a fixed grid) are what they were, except for the one
+grant a person makes half-way through.
+
 A scripted agent works through a few hundred decisions that call the ledger
 tools (whose effects land in a file outside the workspace, which no restore can
 undo) and ``write_file``. A worker process runs it and is SIGKILLed at a random
@@ -29,7 +33,10 @@ from typing import Any
 import pytest
 
 from stead.errors import NotFound
+from stead.governance.gate import judge
+from stead.governance.ledger import LEDGER_KINDS, verify_ledger
 from stead.models.base import parse_decision
+from stead.state import State
 from stead.store.sqlite import SqliteStore
 
 from .cli_helpers import EXIT_COMPLETED, EXIT_STOPPED, Cli, files_on_disk, write_spec
@@ -85,6 +92,25 @@ def torture_script(tag: str, n: int = DECISIONS) -> list[Any]:
 
 
 WORKSPACE_TOOLS = ("write_file", "write_slowly")
+GRID = [
+    (tool, args)
+    for tool in ("append_plain", "append_idempotent", "write_file", "shell", "deploy")
+    for args in ({"n": 1}, {"command": "ls -l"}, {"command": "rm -rf /"}, {"path": "a"})
+]
+GRANT_AT_KILL = KILLS_WANTED // 2
+
+
+def allowed(state: State) -> frozenset[str]:
+    """Which calls of a fixed grid the gate would let run now, from a stored state."""
+    return frozenset(
+        f"{tool}{sorted(args.items())}"
+        for tool, args in GRID
+        if judge(
+            state, call_id="grid", tool=tool, effect="idempotent", args=args,
+            now=state.version, policy=None,
+        ).decision
+        == "allow"
+    )  # fmt: skip
 
 
 def expected_files(script: list[Any]) -> dict[str, str]:
@@ -114,6 +140,8 @@ class Torture:
         self.exits = Counter[int]()
         self.resolutions: dict[str, list[str]] = defaultdict(list)
         self.decisions_at_last_kill = 0
+        self.allowed: dict[str, frozenset[str]] = {}
+        self.granted = False
 
     def close(self) -> None:
         self.reader.close()
@@ -159,11 +187,27 @@ class Torture:
             )
             self.resolve_unknown(agent_id, json.loads(out))
 
+    def check_scope(self, agent_id: str, state: State) -> None:
+        """A kill never changes what the agent may do, and never damages its ledger."""
+        verify_ledger(state, self.reader.read_events_of_kinds(agent_id, LEDGER_KINDS))
+        now = allowed(state)
+        before = self.allowed.setdefault(agent_id, now)
+        assert now == before, f"a kill changed the allowed calls {self.where()}"
+        if self.kills >= GRANT_AT_KILL and not self.granted:
+            # the one way the allowed set may change: a journaled grant
+            proc = self.cli.run("grant", agent_id, "shell", "--arg", "command=glob:ls *")
+            assert proc.returncode == 0, proc.stderr
+            self.granted = True
+            after = allowed(self.reader.load_state(agent_id))
+            assert after - before == {f"shell{[('command', 'ls -l')]}"}, after - before
+            self.allowed[agent_id] = after
+
     def note_kill(self, agent_id: str) -> None:
         state = self.state_or_none(agent_id)
         if state is None:
             self.kills_before_agent_existed += 1
             return
+        self.check_scope(agent_id, state)
         self.decisions_at_last_kill = state.decisions
         if state.inflight is not None:
             self.kills_mid_step += 1
@@ -317,6 +361,7 @@ def test_sigkill_torture(tmp_path: Path) -> None:
     finally:
         torture.close()
     loop_seconds = time.monotonic() - started
+    assert torture.granted, "the grant half-way through the kills was never made"
 
     ledger = Counter(cli.ledger_lines())
     tallies = [check_agent(cli, torture, agent_id, script, ledger) for agent_id, script in agents]
