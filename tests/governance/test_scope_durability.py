@@ -153,6 +153,8 @@ def _refuses(tmp_path: Path, clock: FakeClock, agent: str, match: str) -> None:
         rt.run(agent, tools=TOOLS)
     assert RUNS == []
     assert [e.hash for e in rt.store.read_events(agent)] == before  # nothing was written
+    lease = rt.store.get_lease(agent)
+    assert lease is None or not lease.live(clock.now())  # and the lease was given back
     rt.close()
 
 

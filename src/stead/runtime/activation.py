@@ -172,12 +172,16 @@ class Activation:
             self.record.agent_id, self.owner, self.lease_ttl, now, takeover=takeover
         )
         self._renewed_at = now
+        try:
+            self.state = self.store.load_state(self.record.agent_id)
+            # the scope the agent acts under must be the one its journal gives
+            verify_ledger(
+                self.state, self.store.read_events_of_kinds(self.record.agent_id, LEDGER_KINDS)
+            )
+        except BaseException:
+            self.release()  # refused: the lease is given back, nothing keeps renewing it
+            raise
         self._heartbeat = Heartbeat(self.store, self.lease, self.lease_ttl, self.clock).start()
-        self.state = self.store.load_state(self.record.agent_id)
-        # the scope the agent acts under must be the one its journal gives
-        verify_ledger(
-            self.state, self.store.read_events_of_kinds(self.record.agent_id, LEDGER_KINDS)
-        )
         self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
 
