@@ -145,9 +145,19 @@ def parse_grant(obj: Any, where: str = "grant") -> dict[str, Any]:
     }
 
 
+_BARE_HOST = re.compile(r"^([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*)(:\d{1,5})?$")
+
+
 def _host(value: str) -> str:
-    host = urlsplit(value).hostname if "://" in value else value.split(":")[0]
-    return (host or "").lower()
+    """The host a value names: a URL's host, or a bare ``name[:port]``; "" for anything
+    else, so text such as ``evil.net/.example.com`` matches no host pattern."""
+    if "://" in value:
+        try:
+            return (urlsplit(value).hostname or "").lower()
+        except ValueError:
+            return ""
+    m = _BARE_HOST.match(value)
+    return m.group(1).lower() if m else ""
 
 
 def satisfies(constraint: Mapping[str, Any], value: Any) -> bool:
@@ -235,7 +245,10 @@ def _constraint_within(child: Mapping[str, Any], parent: Mapping[str, Any]) -> b
     if pk == "one_of":
         return ck == "one_of" and all(satisfies(parent, v) for v in cv)
     if pk == "hosts":
-        return ck == "hosts" and all(any(_glob_within(c, p) for p in pv) for c in cv)
+        # hosts match case-insensitively, so their patterns are compared that way too
+        return ck == "hosts" and all(
+            any(_glob_within(c.lower(), p.lower()) for p in pv) for c in cv
+        )
     return False
 
 

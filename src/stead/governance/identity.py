@@ -88,7 +88,7 @@ def check_shape(envelope: Any) -> dict[str, Any]:
     for key, kind in expected.items():
         if not isinstance(envelope.get(key), kind):
             raise GovernanceError(f"envelope field {key!r} is missing or has the wrong type")
-    if envelope["v"] != ENVELOPE_VERSION:
+    if type(envelope["v"]) is not int or envelope["v"] != ENVELOPE_VERSION:
         raise GovernanceError(
             f"envelope version {envelope['v']} is not understood; this stead reads "
             f"version {ENVELOPE_VERSION}"

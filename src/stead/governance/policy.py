@@ -9,8 +9,8 @@ journaled with the version it came from. Each call is one Cedar request::
     resource  = Tool::"<tool name>"      (attributes: effect)
     context   = {args, autonomy, effect, now, in_scope, grants}
 
-``context.args`` holds the call's arguments (numbers that are not whole are
-given as text, since Cedar has no fractions), ``context.now`` the runtime
+``context.args`` holds the call's arguments (numbers that are not whole, or
+beyond 64 bits, are given as text, since Cedar has neither), ``context.now`` the runtime
 clock's time in whole seconds, ``context.grants`` the ids of the live grants
 covering the call, and ``context.in_scope`` whether there is one.
 
@@ -134,10 +134,14 @@ def compile_policy(text: str, version: int = 0) -> CompiledPolicy:
 
 def _cedar_value(value: Any) -> Any:
     """A JSON value Cedar accepts: fractions and null become text."""
-    if isinstance(value, bool | int | str):
+    if isinstance(value, bool | str):
         return value
+    if isinstance(value, int):
+        # Cedar's whole numbers are 64-bit; a bigger one is given as text, not refused
+        return value if -(2**63) <= value < 2**63 else str(value)
     if isinstance(value, float):
-        return int(value) if value.is_integer() and math.isfinite(value) else repr(value)
+        whole = math.isfinite(value) and value.is_integer() and abs(value) < 2**63
+        return int(value) if whole else repr(value)
     if isinstance(value, Mapping):
         return {str(k): _cedar_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -448,6 +448,7 @@ class SqliteStore(Store):
         return PolicyRecord(tenant, int(row[0]), str(row[1]), str(row[2]), float(row[3]))
 
     def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
+        self.get_record(agent_id)  # NotFound, like read_events
         wanted = sorted(set(kinds))
         marks = ", ".join("?" * len(wanted))
         with self._lock:
