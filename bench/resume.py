@@ -49,7 +49,8 @@ class History:
 
 
 def build(workdir: Path, events: int) -> History:
-    """An agent whose journal holds exactly ``events`` events (at least 2)."""
+    """An agent whose journal holds exactly ``events`` events (at least 2), not counting
+    the grants its creation records (one per tool its spec lists)."""
     if events < 2:
         raise ValueError("a history has at least agent_created and activation_started")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -62,6 +63,7 @@ def build(workdir: Path, events: int) -> History:
         store = rt.store
         state = rt.create(workload.spec(workdir, script_len=1))
         agent_id = state.agent_id
+        grants = state.version - 1  # recorded with agent_created: the spec's scope
         owner = "bench-history-builder"
         lease = store.acquire_lease(agent_id, owner, 3600.0, clock.now())
         batch = [
@@ -86,8 +88,8 @@ def build(workdir: Path, events: int) -> History:
     finally:
         rt.close()  # the last connection closing checkpoints the WAL into the main file
     build_s = time.perf_counter() - t0
-    if state.version != events or state.decisions != steps:
-        raise RuntimeError(f"built {state.version} events, wanted {events}")
+    if state.version != events + grants or state.decisions != steps:
+        raise RuntimeError(f"built {state.version} events, wanted {events} + {grants} grants")
     return History(events, db, data, agent_id, steps, build_s, _db_bytes(db))
 
 

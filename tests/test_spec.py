@@ -58,7 +58,7 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
             instructions="Rename Cart to Basket.",
             tools=["read_file", "mytools:deploy"],
             autonomy="act_with_approval",
-            goals=["rename", {"id": "tests", "description": "tests pass", "accept": [{"x": 1}]}],
+            goals=["rename", {"id": "tests", "description": "tests pass", "accept": [{"files_exist": ["a.py"]}]}],
             workspace="seed",
             limits={"max_steps": 7},
         ),
@@ -74,7 +74,7 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
         "autonomy": "act_with_approval",
         "goals": [
             {"id": "rename", "description": "", "accept": []},
-            {"id": "tests", "description": "tests pass", "accept": [{"x": 1}]},
+            {"id": "tests", "description": "tests pass", "accept": [{"files_exist": ["a.py"]}]},
         ],
         "workspace": str((base / "seed").resolve()),
         "limits": {"max_steps": 7},

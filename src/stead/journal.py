@@ -56,6 +56,11 @@ class Kind(enum.StrEnum):
     MESSAGE_REFUSED = "message_refused"
     DELEGATED = "delegated"
     MESSAGE_SENT = "message_sent"
+    # integrity: claims are checked, not believed (see stead.runtime.completion)
+    GOAL_REJECTED = "goal_rejected"
+    GOAL_SIGNED_OFF = "goal_signed_off"
+    FINISH_REJECTED = "finish_rejected"
+    COMPLETION_CERTIFIED = "completion_certified"
 
 
 @dataclass(frozen=True, slots=True)

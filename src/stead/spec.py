@@ -18,6 +18,7 @@ import yaml
 
 from .errors import GovernanceError, ScriptError, SpecError
 from .governance.grants import parse_grant
+from .integrity.checks import parse_check
 from .models.scripted import ScriptedModel
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
@@ -283,7 +284,8 @@ def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:
         accept = g.get("accept", [])
         if not isinstance(accept, list):
             raise _fail(f"{where}.accept", "must be a list of checks")
-        out.append({"id": gid, "description": str(g.get("description", "")), "accept": accept})
+        checks = [parse_check(c, f"{where}.accept[{j}]") for j, c in enumerate(accept)]
+        out.append({"id": gid, "description": str(g.get("description", "")), "accept": checks})
     return tuple(out)
 
 

@@ -228,8 +228,8 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.status, s.status_reason = d["status"], d.get("reason", "")
         if d["status"] != "waiting":
             s.waiting_for = None
-    elif k in GOVERNANCE_FOLDS:
-        GOVERNANCE_FOLDS[k](s, d, ev)
+    elif k in KIND_FOLDS:
+        KIND_FOLDS[k](s, d, ev)
     # WORKSPACE_RESTORED and RECONCILED are records only: the manifest they
     # restore to, or the answer they carry, is already reflected elsewhere.
     s.version = ev.seq
@@ -351,7 +351,22 @@ def _delegated(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.inflight = _advance(s.inflight, d)
 
 
-GOVERNANCE_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
+def _goal_rejected(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    _notice(s, f"goal {d['id']} is not complete: " + "; ".join(d["reasons"]))
+    s.inflight = _advance(s.inflight, d)
+
+
+def _goal_signed_off(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.goals = [{**g, "signed_off_by": d["by"]} if g["id"] == d["id"] else g for g in s.goals]
+
+
+def _finish_rejected(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    _notice(s, "finish was not accepted: " + "; ".join(d["reasons"]))
+    s.inflight = _advance(s.inflight, d)
+
+
+# the folds of the later kinds (governance and integrity), one function each
+KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.AUTONOMY_CHANGED: _autonomy_changed,
     Kind.GRANT_ADDED: _grant_added,
     Kind.GRANT_REVOKED: _grant_revoked,
@@ -367,6 +382,9 @@ GOVERNANCE_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] =
     Kind.MESSAGE_REFUSED: _message_refused,
     Kind.DELEGATED: _delegated,
     Kind.MESSAGE_SENT: _delegated,
+    Kind.GOAL_REJECTED: _goal_rejected,
+    Kind.GOAL_SIGNED_OFF: _goal_signed_off,
+    Kind.FINISH_REJECTED: _finish_rejected,
 }
 
 

@@ -49,6 +49,7 @@ from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State, apply_in_place
 from ..store.base import AgentRecord, Batch, Lease, Store
 from ..tools.base import Effect, Tool, ToolContext
+from .completion import Certifier, Verifier
 from .context import Renderer
 from .governed import Governor, Messenger, is_escalation
 from .groupcommit import GroupCommitter
@@ -131,6 +132,7 @@ class Activation:
         sandbox: Sandbox | None = None,
         vault: Callable[[], Vault] | None = None,
         messenger: Messenger | None = None,
+        certify: Certifier | None = None,
     ) -> None:
         self.store = store
         self.record = record
@@ -159,6 +161,7 @@ class Activation:
         self.vault = vault
         self.governor = Governor(self)
         self.messenger = messenger
+        self.verifier = Verifier(self, certify)
 
     # -- lease and commits ------------------------------------------------------
 
@@ -199,10 +202,10 @@ class Activation:
             self.store.release_lease(self.lease)
             self.lease = None
 
-    def emit(self, kind: str, **data: Any) -> None:
-        self.emit_event(NewEvent(kind, data))
+    def emit(self, kind: str, **data: Any) -> Event:
+        return self.emit_event(NewEvent(kind, data))
 
-    def emit_event(self, new: NewEvent) -> None:
+    def emit_event(self, new: NewEvent) -> Event:
         """Seal an event onto the chain and fold it into the state, uncommitted.
 
         ``self.state`` always includes everything emitted; the store holds it
@@ -218,6 +221,7 @@ class Activation:
         self.buffer.append(ev)
         if len(self.buffer) >= MAX_BUFFERED:
             self.flush()
+        return ev
 
     def flush(self) -> None:
         """Commit everything emitted so far, in one transaction."""
@@ -357,10 +361,10 @@ class Activation:
                     description=action.get("description", ""),
                 )
             elif kind == "complete_goal":
-                known = any(g["id"] == action["id"] for g in self.state.goals)
-                self.emit(Kind.GOAL_COMPLETED, action=index, id=action["id"], known=known)
+                self.verifier.complete_goal(index, action["id"])
             elif kind == "finish":
-                self.emit(Kind.FINISH_CLAIMED, action=index, summary=action.get("summary", ""))
+                # a claim: accepted only if it is true now (see .completion)
+                self.verifier.finish(index, action.get("summary", ""))
             elif kind == "wait_for_input":
                 self.emit(Kind.INPUT_REQUESTED, action=index, prompt=action.get("prompt", ""))
             elif is_escalation(kind):

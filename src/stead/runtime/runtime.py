@@ -42,6 +42,7 @@ from ..tools.base import Tool
 from ..tools.registry import load_tools
 from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions, new_grant
+from .certificates import certifier_for
 from .groupcommit import GroupCommitter
 from .messages import messenger_for
 from .recovery import recover
@@ -183,6 +184,7 @@ class Runtime(AuthorityActions):
             sandbox=self.sandbox,
             vault=self.vault,
             messenger=messenger_for(self),
+            certify=certifier_for(self),
         )
         act.acquire()
         try:

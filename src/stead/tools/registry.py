@@ -27,6 +27,11 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
             f"unknown tool {ref!r}: built-in tools are "
             f"{', '.join(sorted(BUILTINS))}; others are named module:function"
         )
+    return as_tool(import_object(ref, search_path, "tool"))
+
+
+def import_object(ref: str, search_path: Iterable[str | Path] = (), what: str = "object") -> Any:
+    """The object ``module:name`` names, with ``search_path`` folders importable first."""
     module_name, _, attr = ref.partition(":")
     for folder in search_path:
         if str(folder) not in sys.path:
@@ -35,14 +40,13 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ToolError(
-            f"tool {ref!r}: cannot import module {module_name!r} ({exc}); "
+            f"{what} {ref!r}: cannot import module {module_name!r} ({exc}); "
             "check the name and that it is importable"
         ) from exc
     try:
-        obj = getattr(module, attr)
+        return getattr(module, attr)
     except AttributeError:
-        raise ToolError(f"tool {ref!r}: module {module_name!r} has no {attr!r}") from None
-    return as_tool(obj)
+        raise ToolError(f"{what} {ref!r}: module {module_name!r} has no {attr!r}") from None
 
 
 def load_tools(refs: Iterable[Any], search_path: Iterable[str | Path] = ()) -> dict[str, Tool]:

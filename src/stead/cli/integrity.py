@@ -1,0 +1,92 @@
+"""``stead certificate|verify-certificate|signoff``: completions that can be checked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..canonical import loads
+from ..errors import UsageError
+from ..journal import Kind, NewEvent
+from ..runtime.certificates import journaled_certificate, verify_certificate
+from ..state import State
+from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, err, open_runtime, out, wants_json
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    p = sub.add_parser(
+        "certificate", parents=[common], help="print an agent's completion certificate"
+    )
+    p.add_argument("agent_id")
+    p.set_defaults(func=cmd_certificate)
+
+    p = sub.add_parser(
+        "verify-certificate", parents=[common], help="check a certificate against the store"
+    )
+    p.add_argument("file")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("signoff", parents=[common], help="sign off a goal that asks for a person")
+    p.add_argument("agent_id")
+    p.add_argument("goal_id")
+    p.set_defaults(func=cmd_signoff)
+
+
+def cmd_certificate(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        certificate = journaled_certificate(rt.store, args.agent_id)
+    finally:
+        rt.close()
+    emit_json(certificate)
+    return EXIT_COMPLETED
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        with open(args.file, encoding="utf-8") as fh:
+            certificate = loads(fh.read())
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise UsageError(f"{args.file} is not JSON: {exc}") from exc
+    rt = open_runtime(args)
+    try:
+        problems = verify_certificate(rt.store, certificate)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json({"ok": not problems, "problems": problems})
+    elif problems:
+        err.print("[red]certificate does not verify[/]:")
+        for p in problems:
+            err.print(f"  - {p}", markup=False)
+    else:
+        agent = certificate.get("agent_id")
+        out.print(
+            f"certificate verifies: agent {agent} completed at journal version "
+            f"{certificate.get('version')} ({len(certificate.get('goals', []))} goal(s))"
+        )
+    return EXIT_COMPLETED if not problems else EXIT_FAILED
+
+
+def cmd_signoff(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+
+    def build(state: State) -> list[NewEvent]:
+        if not any(g["id"] == args.goal_id for g in state.goals):
+            goals = ", ".join(g["id"] for g in state.goals) or "none"
+            raise UsageError(f"agent {args.agent_id} has no goal {args.goal_id}; goals: {goals}")
+        return [NewEvent(Kind.GOAL_SIGNED_OFF, {"id": args.goal_id, "by": rt.person()})]
+
+    try:
+        rt.append_as_person(args.agent_id, build)
+    finally:
+        rt.close()
+    if not wants_json(args):
+        out.print(f"signed off goal {args.goal_id} of {args.agent_id}")
+    else:
+        print(json.dumps({"agent_id": args.agent_id, "goal": args.goal_id}))
+    return EXIT_COMPLETED
