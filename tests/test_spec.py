@@ -58,7 +58,10 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
             instructions="Rename Cart to Basket.",
             tools=["read_file", "mytools:deploy"],
             autonomy="act_with_approval",
-            goals=["rename", {"id": "tests", "description": "tests pass", "accept": [{"files_exist": ["a.py"]}]}],
+            goals=[
+                "rename",
+                {"id": "tests", "description": "tests pass", "accept": [{"files_exist": ["a.py"]}]},
+            ],
             workspace="seed",
             limits={"max_steps": 7},
         ),
