@@ -49,3 +49,13 @@ def post_changelog(entry: str, ctx: ToolContext) -> dict[str, object]:
     with open(_changelog(), "a", encoding="utf-8") as fh:
         fh.write(f"{entry} [{ctx.idempotency_key}]\n")
     return {"posted": entry}
+
+
+def no_calc_total_left(state: object, workspace: Path) -> tuple[bool, str]:
+    """The rename goal's acceptance check: no Python file still says calc_total."""
+    left = sorted(
+        str(p.relative_to(workspace))
+        for p in workspace.rglob("*.py")
+        if "calc_total" in p.read_text(encoding="utf-8", errors="replace")
+    )
+    return not left, f"calc_total still in {', '.join(left)}" if left else "none left"
