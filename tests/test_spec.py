@@ -86,6 +86,7 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
         "scope": None,
         "tool_autonomy": {},
         "out_of_scope": "refuse",
+        "monitors": None,
     }
 
 

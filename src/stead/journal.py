@@ -61,6 +61,8 @@ class Kind(enum.StrEnum):
     GOAL_SIGNED_OFF = "goal_signed_off"
     FINISH_REJECTED = "finish_rejected"
     COMPLETION_CERTIFIED = "completion_certified"
+    VIOLATION = "violation"
+    VIOLATION_CLEARED = "violation_cleared"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import yaml
 from .errors import GovernanceError, ScriptError, SpecError
 from .governance.grants import parse_grant
 from .integrity.checks import parse_check
+from .integrity.monitors import MonitorConfigError, build_monitors
 from .models.scripted import ScriptedModel
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
@@ -36,6 +37,7 @@ _FIELDS = (
     "scope",
     "tool_autonomy",
     "out_of_scope",
+    "monitors",
 )
 _SPEC_GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -60,6 +62,7 @@ class AgentSpec:
     scope: tuple[dict[str, Any], ...] | None = None
     tool_autonomy: dict[str, str] = field(default_factory=dict)
     out_of_scope: str = "refuse"
+    monitors: dict[str, Any] | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form stored with the agent."""
@@ -78,6 +81,7 @@ class AgentSpec:
             "scope": None if self.scope is None else [dict(g) for g in self.scope],
             "tool_autonomy": dict(self.tool_autonomy),
             "out_of_scope": self.out_of_scope,
+            "monitors": self.monitors,
         }
 
 
@@ -153,6 +157,12 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     out_of_scope = _str(data, "out_of_scope", "refuse")
     if out_of_scope not in ("refuse", "ask"):
         raise _fail("out_of_scope", f"must be 'refuse' or 'ask', not {out_of_scope!r}")
+    monitors = data.get("monitors")
+    try:
+        # python rules are imported when the agent runs; here only their shape is checked
+        build_monitors(monitors, load=lambda ref: _placeholder_rule)
+    except MonitorConfigError as exc:
+        raise SpecError(f"spec field {exc}") from None
     return AgentSpec(
         name=name,
         model=model,
@@ -168,6 +178,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
         scope=scope,
         tool_autonomy=dict(tool_autonomy),
         out_of_scope=out_of_scope,
+        monitors=dict(monitors) if monitors else None,
     )
 
 
@@ -224,6 +235,10 @@ def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:
     except (yaml.YAMLError, ScriptError) as exc:
         raise _fail("model", str(exc)) from exc
     return model, data
+
+
+def _placeholder_rule(event: Any, call: Any) -> None:
+    return None
 
 
 def _parse_scope(scope: Any) -> tuple[dict[str, Any], ...] | None:

@@ -66,6 +66,10 @@ class State:
     notices: list[str] = field(default_factory=list)
     seen_messages: dict[str, float] = field(default_factory=dict)
     public_key: str | None = None
+    # integrity: violations that suspended the agent and wait for a person
+    violations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what the model reported its decisions cost, in total
+    usage: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -138,10 +142,13 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.tool_autonomy = dict(d.get("tool_autonomy", {}))
     elif k == Kind.ACTIVATION_STARTED:
         s.activations += 1
-        if s.status in ("created", "running") or (s.status == "needs_attention" and not s.unknown):
+        stuck = s.unknown or s.violations  # only a person's answer frees these
+        if s.status in ("created", "running") or (s.status == "needs_attention" and not stuck):
             s.status, s.status_reason = "running", ""
     elif k == Kind.DECISION:
         s.decisions += 1
+        if "usage" in d:
+            s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
         s.inbox = []
         s.inflight = {
             "step": d["step"],
@@ -365,6 +372,19 @@ def _finish_rejected(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.inflight = _advance(s.inflight, d)
 
 
+def _violation(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    _notice(s, f"monitor {d['rule']} ({d['verdict']}): {d['message']}")
+    if d["verdict"] == "suspend":
+        s.violations = {**s.violations, d["violation_id"]: dict(d)}
+        s.status, s.status_reason = "needs_attention", f"monitor {d['rule']}: {d['message']}"
+
+
+def _violation_cleared(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.violations = {v: x for v, x in s.violations.items() if v != d["violation_id"]}
+    if not s.violations and not s.unknown and s.status == "needs_attention":
+        s.status, s.status_reason = "running", ""
+
+
 # the folds of the later kinds (governance and integrity), one function each
 KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.AUTONOMY_CHANGED: _autonomy_changed,
@@ -385,6 +405,8 @@ KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.GOAL_REJECTED: _goal_rejected,
     Kind.GOAL_SIGNED_OFF: _goal_signed_off,
     Kind.FINISH_REJECTED: _finish_rejected,
+    Kind.VIOLATION: _violation,
+    Kind.VIOLATION_CLEARED: _violation_cleared,
 }
 
 

@@ -28,6 +28,18 @@ def register(
     p.add_argument("file")
     p.set_defaults(func=cmd_verify)
 
+    p = sub.add_parser(
+        "check", parents=[common], help="run the monitors over a stored journal, after the fact"
+    )
+    p.add_argument("agent_id")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("clear", parents=[common], help="clear a violation that suspended an agent")
+    p.add_argument("agent_id")
+    p.add_argument("violation_id")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(func=cmd_clear)
+
     p = sub.add_parser("signoff", parents=[common], help="sign off a goal that asks for a person")
     p.add_argument("agent_id")
     p.add_argument("goal_id")
@@ -70,6 +82,58 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"{certificate.get('version')} ({len(certificate.get('goals', []))} goal(s))"
         )
     return EXIT_COMPLETED if not problems else EXIT_FAILED
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        found, journaled = rt.check(args.agent_id)
+    finally:
+        rt.close()
+    same = [v.to_json() for _, v in found] == journaled
+    if wants_json(args):
+        emit_json(
+            {
+                "violations": [{"seq": seq, **v.to_json()} for seq, v in found],
+                "journaled": journaled,
+                "same_as_live": same,
+            }
+        )
+    else:
+        for seq, v in found:
+            out.print(f"event {seq}: {v.rule} ({v.verdict}): {v.message}", markup=False)
+        out.print(f"{len(found)} violation(s); the live run recorded {len(journaled)}")
+        if not same:
+            err.print(
+                "[red]the monitors find something else than the live run recorded[/] "
+                "(the spec's monitors changed, or the journal is not what was run)"
+            )
+    return EXIT_COMPLETED if same else EXIT_FAILED
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+
+    def build(state: State) -> list[NewEvent]:
+        if args.violation_id not in state.violations:
+            open_ = ", ".join(sorted(state.violations)) or "none"
+            raise UsageError(
+                f"agent {args.agent_id} has no open violation {args.violation_id}; open: {open_}"
+            )
+        return [
+            NewEvent(
+                Kind.VIOLATION_CLEARED,
+                {"violation_id": args.violation_id, "by": rt.person(), "reason": args.reason},
+            )
+        ]
+
+    try:
+        rt.append_as_person(args.agent_id, build)
+    finally:
+        rt.close()
+    if not wants_json(args):
+        out.print(f"cleared {args.violation_id}; continue with: stead resume {args.agent_id}")
+    return EXIT_COMPLETED
 
 
 def cmd_signoff(args: argparse.Namespace) -> int:

@@ -62,6 +62,8 @@ class Decision:
     """What a model decided: one or more actions, in order."""
 
     actions: tuple[Mapping[str, Any], ...]
+    # what the model reports it cost, if it does: {"tokens": N, "spend": AMOUNT}
+    usage: Mapping[str, float] | None = None
 
     def to_json(self) -> list[dict[str, Any]]:
         return [dict(a) for a in self.actions]

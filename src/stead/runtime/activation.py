@@ -54,6 +54,7 @@ from .context import Renderer
 from .governed import Governor, Messenger, is_escalation
 from .groupcommit import GroupCommitter
 from .heartbeat import Heartbeat
+from .watch import Watch
 
 LEASE_TTL = 30.0
 MAX_BUFFERED = 256
@@ -162,6 +163,7 @@ class Activation:
         self.governor = Governor(self)
         self.messenger = messenger
         self.verifier = Verifier(self, certify)
+        self.watch: Watch | None = None  # made at acquire, with the agent's tools
 
     # -- lease and commits ------------------------------------------------------
 
@@ -181,6 +183,9 @@ class Activation:
             verify_ledger(
                 self.state, self.store.read_events_of_kinds(self.record.agent_id, LEDGER_KINDS)
             )
+            watch = Watch(self)
+            watch.prime()
+            self.watch = watch
         except BaseException:
             self.release()  # refused: the lease is given back, nothing keeps renewing it
             raise
@@ -219,6 +224,8 @@ class Activation:
         )
         apply_in_place(s, ev)  # this activation owns its state object
         self.buffer.append(ev)
+        if self.watch is not None:
+            self.watch.observe(ev)
         if len(self.buffer) >= MAX_BUFFERED:
             self.flush()
         return ev
@@ -338,9 +345,26 @@ class Activation:
             context_hash=context.hash,
             model=self.model.name,
             actions=actions,
+            **self._usage(decision.usage),
         )
         # not flushed yet: it is committed with the first intent, before any effect
         return True
+
+    def _usage(self, usage: Mapping[str, float] | None) -> dict[str, Any]:
+        """The decision's reported cost, with the agent's running totals (for budgets)."""
+        if not usage:
+            return {}
+        tokens = float(usage.get("tokens", 0))
+        spend = float(usage.get("spend", 0))
+        totals = self.state.usage
+        return {
+            "usage": {
+                "tokens": tokens,
+                "spend": spend,
+                "total_tokens": totals.get("tokens", 0) + tokens,
+                "total_spend": totals.get("spend", 0) + spend,
+            }
+        }
 
     def execute_inflight(self) -> None:
         inflight = self.state.inflight
@@ -412,6 +436,23 @@ class Activation:
             net = network_grant(self.state.grants, self.clock.now())
             if net is not None:
                 shown["verdict"]["network"] = net  # its commands may reach the network
+            if self.watch is not None and self.watch.monitors.rules:
+                at, found = self.watch.check(call_id, name, args, verdict.approval is not None)
+                shown["verdict"]["monitored"] = at  # `stead check` asks again from here
+                stopping = [v for v in found if v.verdict in ("block", "suspend")]
+                if stopping:
+                    # no grant use and no approval is spent on a call that did not run
+                    blocked = {**shown["verdict"], "decision": "blocked"}
+                    self.emit(
+                        Kind.TOOL_RESULT,
+                        **result_of,
+                        ok=False,
+                        refused=True,
+                        blocked=stopping[0].rule,
+                        error=f"blocked by monitor {stopping[0].rule}: {stopping[0].message}",
+                        verdict=blocked,
+                    )
+                    return
         if t.effect is not Effect.READ_ONLY and not rerun:
             self.emit(
                 Kind.TOOL_INTENT,

@@ -160,6 +160,9 @@ class Verifier:
         reasons += [
             f"call {c} ({v.get('tool')}) has an unknown outcome" for c, v in state.unknown.items()
         ]
+        reasons += [
+            f"violation {vid} of monitor {v['rule']} is open" for vid, v in state.violations.items()
+        ]
         if reasons:
             act.emit(Kind.FINISH_REJECTED, action=index, summary=summary, reasons=reasons)
             return

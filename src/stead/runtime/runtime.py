@@ -26,6 +26,7 @@ from ..errors import (
     ToolError,
 )
 from ..ids import new_id
+from ..integrity.monitors import Violation, replay
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
 from ..models.registry import model_for
@@ -46,6 +47,7 @@ from .certificates import certifier_for
 from .groupcommit import GroupCommitter
 from .messages import messenger_for
 from .recovery import recover
+from .watch import monitors_for
 
 RESOLUTIONS = ("done", "retry", "abort")
 
@@ -267,6 +269,28 @@ class Runtime(AuthorityActions):
             return act.state
         finally:
             act.release()
+
+    def check(self, agent_id: str) -> tuple[list[tuple[int, Violation]], list[dict[str, Any]]]:
+        """The monitors run over the stored journal, and the violations the live run journaled.
+
+        Both lists hold the same violations, in order, unless the spec's monitors
+        changed or the journal is not what ran.
+        """
+        record = self.store.get_record(agent_id)
+        try:
+            secret_tools = [n for n, t in self.tools_for(record).items() if t.secrets]
+        except ToolError:
+            secret_tools = []  # a tool the embedding program provides; markers still show
+        monitors = monitors_for(record.spec, secret_tools)
+        events = list(self.store.read_events(agent_id))
+        monitors.start(events[0].at)
+        found = replay(events, monitors)
+        journaled = [
+            {k: e.data[k] for k in ("rule", "verdict", "message", "events")}
+            for e in events
+            if e.kind == Kind.VIOLATION
+        ]
+        return found, journaled
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""

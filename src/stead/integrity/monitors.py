@@ -1,0 +1,505 @@
+"""Monitors: rules over the journal as it grows, that warn, block a call, or suspend.
+
+A :class:`MonitorSet` is fed every event an agent's journal receives
+(:meth:`MonitorSet.observe`) and is asked about each tool call just before it
+runs (:meth:`MonitorSet.check_call`, after the governance gate). Each rule
+answers nothing or a :class:`Violation` with a verdict:
+
+``warn``
+    journaled, the call runs;
+``block``
+    the call does not run; the model sees why;
+``suspend``
+    the agent stops in ``needs_attention`` until a person clears the
+    violation (``stead clear ID VIOLATION``).
+
+Rules only read events, so the same rules run over a stored journal after the
+fact (:func:`replay`, ``stead check ID``) and report what the live run did.
+
+Built in (all configurable under ``monitors:`` in the spec; ``off: true``
+disables one):
+
+``loop``
+    the same tool with the same arguments ``repeat`` times in a row (default
+    10): the next identical call is blocked;
+``error_streak``
+    ``errors`` failed calls in a row (default 10): suspend (a circuit breaker);
+``budget``
+    at most ``tool_calls`` per ``window`` seconds (block), ``steps``,
+    ``wall_seconds`` since creation, ``tokens`` and ``spend`` reported with
+    decisions (suspend);
+``dataflow``
+    text from the result of a secret-bearing or ``untrusted`` tool appearing in
+    the arguments of an ``outbound`` tool, without an approval: block;
+``probing``
+    ``refusals`` refused calls within ``window`` seconds (default 10 in 600):
+    suspend.
+
+Custom rules: ``{sequence: [A, B], within: SECONDS, verdict: V}`` (B called
+within the time after A), ``{count: PATTERN, max: N, window: SECONDS,
+verdict: V}``, or ``{python: "module:function"}``, a function
+``f(event, call) -> (verdict, message) | None`` called with each event (and
+``call=None``) and with each proposed call (and ``event=None``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..canonical import dumps, sha256_hex
+from ..journal import Event, Kind
+
+VERDICTS = ("warn", "block", "suspend")
+MIN_FLOW_CHARS = 8
+"""Shorter strings are not traced from a result into a later call's arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    rule: str
+    verdict: str
+    message: str
+    events: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "verdict": self.verdict,
+            "message": self.message,
+            "events": list(self.events),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A call about to run, as monitors see it."""
+
+    call_id: str
+    tool: str
+    args: Mapping[str, Any]
+    at: float
+    approved: bool = False
+
+
+class Rule:
+    """One monitor. Subclasses override what they need; both default to no violation."""
+
+    name = "rule"
+
+    def observe(self, ev: Event) -> Violation | None:
+        return None
+
+    def check(self, call: Call) -> Violation | None:
+        return None
+
+
+def _ran(ev: Event, pattern: str = "*") -> bool:
+    """Whether ``ev`` is the result of a call that ran (not one refused or blocked)."""
+    return (
+        ev.kind == Kind.TOOL_RESULT
+        and not ev.data.get("refused")
+        and fnmatch.fnmatchcase(ev.data["tool"], pattern)
+    )
+
+
+def _args_key(tool: str, args: Any) -> str:
+    return sha256_hex(tool + "\n" + dumps(args))
+
+
+class Loop(Rule):
+    name = "loop"
+
+    def __init__(self, repeat: int = 10) -> None:
+        self.repeat = repeat
+        self.last: str | None = None
+        self.seqs: list[int] = []
+
+    def observe(self, ev: Event) -> Violation | None:
+        if _ran(ev):
+            key = _args_key(ev.data["tool"], ev.data.get("args"))
+            self.seqs = [*self.seqs, ev.seq] if key == self.last else [ev.seq]
+            self.last = key
+        return None
+
+    def check(self, call: Call) -> Violation | None:
+        if _args_key(call.tool, call.args) == self.last and len(self.seqs) >= self.repeat - 1:
+            return Violation(
+                self.name,
+                "block",
+                f"{call.tool} with the same arguments {len(self.seqs) + 1} times in a row: "
+                "a loop; try something different",
+                tuple(self.seqs[-(self.repeat - 1) :]),
+            )
+        return None
+
+
+class ErrorStreak(Rule):
+    name = "error_streak"
+
+    def __init__(self, errors: int = 10) -> None:
+        self.errors = errors
+        self.streak: list[int] = []
+
+    def observe(self, ev: Event) -> Violation | None:
+        if ev.kind != Kind.TOOL_RESULT or ev.data.get("refused"):
+            return None
+        if ev.data.get("ok"):
+            self.streak = []
+            return None
+        self.streak = [*self.streak, ev.seq]
+        if len(self.streak) == self.errors:
+            return Violation(
+                self.name,
+                "suspend",
+                f"{self.errors} tool calls failed in a row; a person should look before it goes on",
+                tuple(self.streak),
+            )
+        return None
+
+
+class Budget(Rule):
+    name = "budget"
+
+    def __init__(
+        self,
+        tool_calls: int | None = None,
+        window: float = 3600.0,
+        steps: int | None = None,
+        wall_seconds: float | None = None,
+        tokens: int | None = None,
+        spend: float | None = None,
+    ) -> None:
+        self.tool_calls, self.window = tool_calls, window
+        self.limits = {"steps": steps, "wall_seconds": wall_seconds, "tokens": tokens,
+                       "spend": spend}  # fmt: skip
+        self.used: dict[str, float] = {"steps": 0, "tokens": 0, "spend": 0, "wall_seconds": 0}
+        self.started: float | None = None  # the agent's creation (see MonitorSet.start)
+        self.calls: deque[tuple[float, int]] = deque()
+        self.tripped: set[str] = set()
+
+    def observe(self, ev: Event) -> Violation | None:
+        # totals are read from the events themselves (a decision carries its step
+        # number and the running cost), so a rule primed with only the latest
+        # events counts exactly as one that saw the whole journal
+        if self.started is None and ev.seq == 1:
+            self.started = ev.at
+        if _ran(ev):
+            self.calls.append((ev.at, ev.seq))
+        if ev.kind == Kind.DECISION:
+            usage = ev.data.get("usage") or {}
+            self.used["steps"] = ev.data["step"]
+            self.used["tokens"] = float(usage.get("total_tokens", self.used["tokens"]))
+            self.used["spend"] = float(usage.get("total_spend", self.used["spend"]))
+        if self.started is not None:
+            self.used["wall_seconds"] = ev.at - self.started
+        for what, limit in self.limits.items():
+            if limit is not None and self.used[what] > limit and what not in self.tripped:
+                self.tripped.add(what)
+                return Violation(
+                    self.name,
+                    "suspend",
+                    f"the {what} budget of {limit:g} is spent ({self.used[what]:g})",
+                    (ev.seq,),
+                )
+        return None
+
+    def check(self, call: Call) -> Violation | None:
+        if self.tool_calls is None:
+            return None
+        while self.calls and self.calls[0][0] <= call.at - self.window:
+            self.calls.popleft()
+        if len(self.calls) >= self.tool_calls:
+            return Violation(
+                self.name,
+                "block",
+                f"{len(self.calls)} tool calls in the last {self.window:g} s reach the "
+                f"budget of {self.tool_calls}; wait or ask a person to raise it",
+                tuple(seq for _, seq in self.calls),
+            )
+        return None
+
+
+class DataFlow(Rule):
+    name = "dataflow"
+
+    def __init__(self, tainted_tools: Iterable[str] = (), outbound: Iterable[str] = ()) -> None:
+        self.tainted_tools = set(tainted_tools)
+        self.outbound = list(outbound)
+        self.tainted: list[tuple[int, set[str]]] = []
+
+    def observe(self, ev: Event) -> Violation | None:
+        if not (ev.kind == Kind.TOOL_RESULT and ev.data.get("ok")):
+            return None
+        output = ev.data.get("output")
+        if ev.data["tool"] in self.tainted_tools or "[secret:" in dumps(output):
+            strings = set(_strings(output))
+            if strings:
+                self.tainted = [*self.tainted, (ev.seq, strings)][-50:]
+        return None
+
+    def check(self, call: Call) -> Violation | None:
+        if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
+            return None
+        sent = dumps(call.args)
+        sources = tuple(seq for seq, strings in self.tainted if any(s in sent for s in strings))
+        if sources:
+            return Violation(
+                self.name,
+                "block",
+                f"{call.tool} would send data that came from a secret-bearing or untrusted "
+                f"result (event {', '.join(map(str, sources))}) without an approval",
+                sources,
+            )
+        return None
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        for part in value.replace("[secret:", "\n").split("\n"):
+            if len(part.strip()) >= MIN_FLOW_CHARS:
+                yield part.strip()
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+class Probing(Rule):
+    name = "probing"
+
+    def __init__(self, refusals: int = 10, window: float = 600.0) -> None:
+        self.refusals, self.window = refusals, window
+        self.seen: deque[tuple[float, int]] = deque()
+
+    def observe(self, ev: Event) -> Violation | None:
+        refused = ev.kind == Kind.GOVERNANCE_REFUSED or (
+            ev.kind == Kind.TOOL_RESULT and ev.data.get("refused")
+        )
+        if not refused:
+            return None
+        self.seen.append((ev.at, ev.seq))
+        while self.seen and self.seen[0][0] <= ev.at - self.window:
+            self.seen.popleft()
+        if len(self.seen) >= self.refusals:
+            seqs = tuple(seq for _, seq in self.seen)
+            self.seen.clear()
+            return Violation(
+                self.name,
+                "suspend",
+                f"{len(seqs)} refused calls within {self.window:g} s: the agent is probing "
+                "its limits",
+                seqs,
+            )
+        return None
+
+
+class Sequence(Rule):
+    def __init__(self, first: str, then: str, within: float, verdict: str) -> None:
+        self.name = f"sequence {first} -> {then}"
+        self.first, self.then, self.within, self.verdict = first, then, within, verdict
+        self.last_first: tuple[float, int] | None = None
+
+    def observe(self, ev: Event) -> Violation | None:
+        if _ran(ev, self.first):
+            self.last_first = (ev.at, ev.seq)
+        return None
+
+    def check(self, call: Call) -> Violation | None:
+        if self.last_first is None or not fnmatch.fnmatchcase(call.tool, self.then):
+            return None
+        at, seq = self.last_first
+        if call.at - at <= self.within:
+            return Violation(
+                self.name,
+                self.verdict,
+                f"{call.tool} within {self.within:g} s of {self.first} (event {seq})",
+                (seq,),
+            )
+        return None
+
+
+class Count(Rule):
+    def __init__(self, pattern: str, most: int, window: float, verdict: str) -> None:
+        self.name = f"count {pattern}"
+        self.pattern, self.most, self.window, self.verdict = pattern, most, window, verdict
+        self.seen: deque[tuple[float, int]] = deque()
+
+    def observe(self, ev: Event) -> Violation | None:
+        if _ran(ev, self.pattern):
+            self.seen.append((ev.at, ev.seq))
+        return None
+
+    def check(self, call: Call) -> Violation | None:
+        if not fnmatch.fnmatchcase(call.tool, self.pattern):
+            return None
+        while self.seen and self.seen[0][0] <= call.at - self.window:
+            self.seen.popleft()
+        if len(self.seen) >= self.most:
+            return Violation(
+                self.name,
+                self.verdict,
+                f"{call.tool} would be call {len(self.seen) + 1} matching {self.pattern} "
+                f"within {self.window:g} s (at most {self.most})",
+                tuple(s for _, s in self.seen),
+            )
+        return None
+
+
+class PythonRule(Rule):
+    def __init__(self, ref: str, func: Callable[..., Any]) -> None:
+        self.name = f"python {ref}"
+        self.func = func
+
+    def _answer(self, answer: Any, seqs: tuple[int, ...]) -> Violation | None:
+        if not answer:
+            return None
+        verdict, message = answer
+        if verdict not in VERDICTS:
+            return Violation(self.name, "warn", f"answered an unknown verdict {verdict!r}", seqs)
+        return Violation(self.name, verdict, str(message), seqs)
+
+    def observe(self, ev: Event) -> Violation | None:
+        return self._answer(self.func(ev, None), (ev.seq,))
+
+    def check(self, call: Call) -> Violation | None:
+        return self._answer(self.func(None, call), ())
+
+
+class MonitorSet:
+    """The rules one agent runs under; fed in journal order."""
+
+    def __init__(self, rules: Iterable[Rule]) -> None:
+        self.rules = list(rules)
+
+    def observe(self, ev: Event) -> list[Violation]:
+        if ev.kind in (Kind.VIOLATION, Kind.VIOLATION_CLEARED):
+            return []  # the monitors' own records are outputs, not inputs
+        return [v for r in self.rules if (v := r.observe(ev)) is not None]
+
+    def start(self, created_at: float) -> None:
+        """Tell rules that count from the agent's creation when that was."""
+        for r in self.rules:
+            if isinstance(r, Budget):
+                r.started = created_at
+
+    def check_call(self, call: Call) -> list[Violation]:
+        return [v for r in self.rules if (v := r.check(call)) is not None]
+
+
+def proposed_call(ev: Event) -> Call | None:
+    """The call a stored event shows the monitors were asked about, if any.
+
+    The runtime marks every call it asked them about with ``verdict.monitored``
+    (the time it asked), on the call's intent, or on its result when it has
+    no intent (read-only, or blocked).
+    """
+    if ev.kind not in (Kind.TOOL_INTENT, Kind.TOOL_RESULT):
+        return None
+    d = ev.data
+    verdict = d.get("verdict")
+    if not isinstance(verdict, Mapping) or "monitored" not in verdict:
+        return None
+    return Call(
+        d["call_id"], d["tool"], d.get("args") or {}, float(verdict["monitored"]),
+        bool(verdict.get("approval")),
+    )  # fmt: skip
+
+
+def replay(events: Iterable[Event], monitors: MonitorSet) -> list[tuple[int, Violation]]:
+    """Run monitors over a stored journal: (the seq it was found at, violation) in order."""
+    found: list[tuple[int, Violation]] = []
+    for ev in events:
+        call = proposed_call(ev)
+        if call is not None:
+            found += [(ev.seq, v) for v in monitors.check_call(call)]
+        found += [(ev.seq, v) for v in monitors.observe(ev)]
+    return found
+
+
+BUILT_IN = ("loop", "error_streak", "budget", "dataflow", "probing")
+_PARAMS: dict[str, tuple[str, ...]] = {
+    "loop": ("repeat",),
+    "error_streak": ("errors",),
+    "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
+    "dataflow": ("outbound", "untrusted"),
+    "probing": ("refusals", "window"),
+}
+
+
+class MonitorConfigError(ValueError):
+    """A ``monitors:`` section that cannot be built; the message names the field."""
+
+
+def build_monitors(
+    config: Mapping[str, Any] | None,
+    *,
+    secret_tools: Iterable[str] = (),
+    load: Callable[[str], Any] | None = None,
+) -> MonitorSet:
+    """The rules a spec's ``monitors:`` section asks for (built-ins on by default)."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(BUILT_IN) - {"custom"})
+    if unknown:
+        raise MonitorConfigError(
+            f"monitors.{unknown[0]} is not a monitor; use {', '.join(BUILT_IN)} or custom"
+        )
+    rules: list[Rule] = []
+    for name in BUILT_IN:
+        params = config.get(name) or {}
+        if not isinstance(params, Mapping):
+            raise MonitorConfigError(f"monitors.{name} must be a mapping of its settings")
+        if params.get("off"):
+            continue
+        params = {k: v for k, v in params.items() if k != "off"}
+        bad = sorted(set(params) - set(_PARAMS[name]))
+        if bad:
+            raise MonitorConfigError(
+                f"monitors.{name}.{bad[0]} is not a setting; use {', '.join(_PARAMS[name])}"
+            )
+        if name == "dataflow":
+            if not params.get("outbound"):
+                continue  # nothing is outbound: no flow to watch
+            rules.append(
+                DataFlow({*params.get("untrusted", []), *secret_tools}, params["outbound"])
+            )
+            continue
+        cls: Any = {"loop": Loop, "error_streak": ErrorStreak, "budget": Budget,
+                    "probing": Probing}[name]  # fmt: skip
+        try:
+            rules.append(cls(**params))
+        except TypeError as exc:
+            raise MonitorConfigError(f"monitors.{name}: {exc}") from None
+    for i, item in enumerate(config.get("custom") or []):
+        rules.append(_custom(item, f"monitors.custom[{i}]", load))
+    return MonitorSet(rules)
+
+
+def _custom(item: Any, where: str, load: Callable[[str], Any] | None) -> Rule:
+    if not isinstance(item, Mapping):
+        raise MonitorConfigError(f"{where} must be a mapping (sequence, count or python)")
+    verdict = item.get("verdict", "warn")
+    if verdict not in VERDICTS:
+        raise MonitorConfigError(f"{where}.verdict must be one of {', '.join(VERDICTS)}")
+    number = (int, float)
+    if "sequence" in item:
+        seq, within = item["sequence"], item.get("within")
+        if not (isinstance(seq, list) and len(seq) == 2 and isinstance(within, number)):
+            raise MonitorConfigError(f"{where}: write {{sequence: [A, B], within: SECONDS}}")
+        return Sequence(str(seq[0]), str(seq[1]), float(within), verdict)
+    if "count" in item:
+        most, window = item.get("max"), item.get("window")
+        if not (isinstance(most, int) and isinstance(window, number)):
+            raise MonitorConfigError(f"{where}: write {{count: PATTERN, max: N, window: SECONDS}}")
+        return Count(str(item["count"]), most, float(window), verdict)
+    if "python" in item and load is not None:
+        func = load(str(item["python"]))
+        if not callable(func):
+            raise MonitorConfigError(f"{where}.python: {item['python']} is not a function")
+        return PythonRule(str(item["python"]), func)
+    raise MonitorConfigError(f"{where}: a custom rule is a sequence, a count or python")

@@ -1,0 +1,89 @@
+"""The activation's monitors: fed every event, asked before every call, journaled.
+
+A :class:`Watch` is made per activation from the spec's ``monitors:`` section
+(:mod:`stead.integrity.monitors`) and primed with the agent's most recent
+events, so rules that look back (a loop, an error streak, refusals in a
+window) continue across restarts. Whatever a rule finds is journaled as a
+``violation`` event naming the events involved; ``suspend`` stops the agent in
+``needs_attention`` until a person clears it, ``block`` refuses the call about
+to run, ``warn`` only records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SpecError
+from ..ids import new_id
+from ..integrity.monitors import Call, MonitorConfigError, MonitorSet, Violation, build_monitors
+from ..journal import Event, Kind
+from ..tools.registry import import_object
+
+if TYPE_CHECKING:
+    from .activation import Activation
+
+PRIME_EVENTS = 64
+"""How many of the latest events a new activation's monitors are primed with."""
+
+
+def monitors_for(spec: Mapping[str, Any], secret_tools: list[str]) -> MonitorSet:
+    """The spec's monitors; a broken section is a SpecError naming the field."""
+    base = str(spec.get("base_dir", "."))
+    try:
+        return build_monitors(
+            spec.get("monitors"),
+            secret_tools=secret_tools,
+            load=lambda ref: import_object(ref, [base], "monitor"),
+        )
+    except MonitorConfigError as exc:
+        raise SpecError(f"spec field {exc}") from None
+
+
+class Watch:
+    """One activation's monitors and what they found."""
+
+    def __init__(self, act: Activation) -> None:
+        self.act = act
+        secret_tools = [name for name, t in act.tools.items() if t.secrets]
+        self.monitors = monitors_for(act.record.spec, secret_tools)
+        self._recording = False
+
+    def prime(self) -> None:
+        """Feed the latest events, as the previous activations saw them; report nothing."""
+        version = self.act.state.version
+        agent = self.act.record.agent_id
+        created = next(iter(self.act.store.read_events(agent, 1, 1)))
+        self.monitors.start(created.at)
+        for ev in self.act.store.read_events(
+            self.act.record.agent_id, max(1, version - PRIME_EVENTS + 1), version
+        ):
+            self.monitors.observe(ev)
+
+    def observe(self, ev: Event) -> None:
+        if self._recording:
+            return  # the violation events themselves
+        for v in self.monitors.observe(ev):
+            self.record(v)
+
+    def check(
+        self, call_id: str, tool: str, args: Mapping[str, Any], approved: bool
+    ) -> tuple[float, list[Violation]]:
+        """Ask the rules about a call; record what they find; return when and what."""
+        now = self.act.clock.now()
+        found = self.monitors.check_call(Call(call_id, tool, args, now, approved))
+        for v in found:
+            self.record(v, call_id)
+        return now, found
+
+    def record(self, v: Violation, call_id: str | None = None) -> None:
+        self._recording = True
+        try:
+            self.act.emit(
+                Kind.VIOLATION,
+                violation_id=new_id("vio", self.act.clock, self.act.rng),
+                call_id=call_id,
+                **v.to_json(),
+            )
+        finally:
+            self._recording = False
