@@ -245,7 +245,13 @@ class DataFlow(Rule):
         if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
             return None
         sent = dumps(call.args)
-        sources = tuple(seq for seq, strings in self.tainted if any(s in sent for s in strings))
+        parts = set(_strings(call.args))
+
+        def flows(strings: set[str]) -> bool:
+            # a tainted string inside the arguments, or an argument cut from one
+            return any(s in sent for s in strings) or any(p in s for p in parts for s in strings)
+
+        sources = tuple(seq for seq, strings in self.tainted if flows(strings))
         if sources:
             return Violation(
                 self.name,
