@@ -86,7 +86,7 @@ def test_a_normal_run_raises_no_alarm(tmp_path: Path) -> None:
             "probing": {"refusals": 2},
             "budget": {"tool_calls": 10, "window": 60},
             "dataflow": {"outbound": ["post"], "untrusted": ["fetch"]},
-        },  # fmt: skip
+        },
     )
     assert state.status == "completed"
     assert violations(rt, agent) == []
@@ -223,7 +223,7 @@ def test_custom_sequence_and_count_rules(tmp_path: Path) -> None:
                 {"sequence": ["fetch", "post"], "within": 60, "verdict": "block"},
                 {"count": "poll", "max": 1, "window": 60, "verdict": "warn"},
             ]
-        },  # fmt: skip
+        },
         clock=clock,
     )
     assert [c["tool"] for c in CALLS] == ["fetch", "poll", "poll"]  # warn lets the 2nd poll run
