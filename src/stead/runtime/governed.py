@@ -41,10 +41,14 @@ class Governor:
 
     def policy(self) -> CompiledPolicy | None:
         """The tenant's policy in force now (read at every call, compiled once per version)."""
-        record = self.act.store.get_policy(self.act.record.tenant)
-        if record is None:
+        tenant = self.act.record.tenant
+        version = self.act.store.policy_version(tenant)
+        if version == 0:
             return None
-        if self._policy is None or self._policy.version != record.version:
+        if self._policy is None or self._policy.version != version:
+            record = self.act.store.get_policy(tenant, version)
+            if record is None:  # removed between the two reads: none is in force
+                return None
             self._policy = compile_policy(record.text, record.version)
         return self._policy
 

@@ -321,6 +321,14 @@ class Store(abc.ABC):
     def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
         """The tenant's policy at ``version`` (default: the newest), or None."""
 
+    def policy_version(self, tenant: str) -> int:
+        """The tenant's newest policy version (0: none), without its text.
+
+        Asked before every tool call; backends make it cheaper than get_policy.
+        """
+        record = self.get_policy(tenant)
+        return 0 if record is None else record.version
+
     # -- lifecycle ------------------------------------------------------------
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends need it

@@ -149,6 +149,9 @@ class TenantStore(Store):
             )
         return self.inner.put_policy(tenant, text, by, at)
 
+    def policy_version(self, tenant: str) -> int:
+        return self.inner.policy_version(tenant) if tenant == self.tenant else 0
+
     def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
         return self.inner.get_policy(tenant, version) if tenant == self.tenant else None
 

@@ -52,6 +52,15 @@ from .base import (
 from .sqlite_migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 10_000
+INDEXED_KINDS = (
+    "agent_created",
+    "autonomy_changed",
+    "grant_added",
+    "grant_revoked",
+    "completion_certified",
+)
+_INDEXED_SQL = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
+"""The event kinds in the partial index ``events_kind`` (migration 3)."""
 _PAGE = 2_000
 
 
@@ -429,6 +438,13 @@ class SqliteStore(Store):
             )
             return version
 
+    def policy_version(self, tenant: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MAX(version) FROM policies WHERE tenant = ?", (tenant,)
+            ).fetchone()
+        return int(row[0] or 0)
+
     def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
         with self._lock:
             if version is None:
@@ -449,14 +465,22 @@ class SqliteStore(Store):
 
     def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
         self.get_record(agent_id)  # NotFound, like read_events
-        wanted = sorted(set(kinds))
-        marks = ", ".join("?" * len(wanted))
+        wanted = set(kinds)
+        if wanted <= set(INDEXED_KINDS):
+            # exactly the partial index's condition, so SQLite can use it; the few
+            # ledger rows it returns are then filtered here
+            sql = f"INDEXED BY events_kind WHERE agent_id = ? AND kind IN ({_INDEXED_SQL})"
+            params: tuple[str, ...] = (agent_id,)
+        else:
+            marks = ", ".join("?" * len(wanted))
+            sql, params = f"WHERE agent_id = ? AND kind IN ({marks})", (agent_id, *sorted(wanted))
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
-                f"WHERE agent_id = ? AND kind IN ({marks}) ORDER BY seq",
-                (agent_id, *wanted),
+                f"SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events {sql} "
+                "ORDER BY seq",
+                params,
             ).fetchall()
+        rows = [r for r in rows if r[1] in wanted]
         return [_event(agent_id, row) for row in rows]
 
 

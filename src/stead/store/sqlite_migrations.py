@@ -50,8 +50,9 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant, agent_id, name)
     );
     """,
-    # 3: policies (versioned per tenant) and an index for reading an agent's
-    # governance events (grants, revocations, approvals) without its whole journal
+    # 3: policies (versioned per tenant), and a partial index for reading an agent's
+    # ledger events (and its certificate) without its whole journal: only those rows
+    # are in it, so appending any other event costs nothing more
     """
     CREATE TABLE policies (
         tenant     TEXT NOT NULL,
@@ -61,6 +62,8 @@ MIGRATIONS: list[str] = [
         set_at     REAL NOT NULL,
         PRIMARY KEY (tenant, version)
     );
-    CREATE INDEX events_kind ON events (agent_id, kind, seq);
+    CREATE INDEX events_kind ON events (agent_id, kind, seq)
+        WHERE kind IN ('agent_created', 'autonomy_changed', 'grant_added', 'grant_revoked',
+                       'completion_certified');
     """,
 ]
