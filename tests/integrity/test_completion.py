@@ -55,7 +55,7 @@ def test_finish_with_goals_unmet_is_rejected_and_the_model_is_told(tmp_path: Pat
             write("b.txt"),
             {"complete_goal": "ab"},
             {"finish": "really done"},
-        ],  # fmt: skip
+        ],
         goals=[GOAL_AB],
         tools=["write_file"],
     )
@@ -101,7 +101,7 @@ def test_finish_rechecks_goals_so_undone_work_is_not_declared_done(tmp_path: Pat
             {"remember": {"v2": "done"}},
             write("a.txt", "v3\n"),
             {"finish": "done"},
-        ],  # fmt: skip
+        ],
         goals=[goal],
         tools=["write_file"],
     )
@@ -131,7 +131,7 @@ def test_finish_after_a_kill_with_the_work_not_done_is_not_completed(tmp_path: P
             write("a.txt"),
             {"tool": "publish", "args": {"name": "b.txt"}},
             {"actions": [{"complete_goal": "ab"}, {"finish": "published"}]},
-        ],  # fmt: skip
+        ],
         goals=[GOAL_AB],
         scope=[{"tool": "*"}],
     )
@@ -188,7 +188,7 @@ def test_a_command_check_runs_in_the_sandbox(tmp_path: Path, bwrap: BwrapSandbox
             write("ok.txt"),
             {"complete_goal": "tests"},
             {"finish": "green"},
-        ],  # fmt: skip
+        ],
         goals=[{"id": "tests", "accept": [{"command": "test -f ok.txt && echo fine"}]}],
         tools=["write_file"],
     )
