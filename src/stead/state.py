@@ -151,6 +151,7 @@ def apply_in_place(s: State, ev: Event) -> State:
             s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
         s.inbox = []
         s.inflight = {
+            "seq": ev.seq,
             "step": d["step"],
             "context_hash": d["context_hash"],
             "actions": d["actions"],
@@ -176,6 +177,7 @@ def apply_in_place(s: State, ev: Event) -> State:
                 "ok": d["ok"],
                 "output": d.get("output"),
                 "error": d.get("error"),
+                "seq": ev.seq,  # for provenance: which result a later call drew on
             },
         )
         _apply_delta(s, d)
@@ -376,7 +378,8 @@ def _violation(s: State, d: Mapping[str, Any], ev: Event) -> None:
     _notice(s, f"monitor {d['rule']} ({d['verdict']}): {d['message']}")
     if d["verdict"] == "suspend":
         s.violations = {**s.violations, d["violation_id"]: dict(d)}
-        s.status, s.status_reason = "needs_attention", f"monitor {d['rule']}: {d['message']}"
+        if not s.is_final:  # a finished agent keeps its status; the flag stays open
+            s.status, s.status_reason = "needs_attention", f"{d['rule']}: {d['message']}"
 
 
 def _violation_cleared(s: State, d: Mapping[str, Any], ev: Event) -> None:

@@ -40,6 +40,23 @@ def register(
     p.add_argument("--reason", required=True)
     p.set_defaults(func=cmd_clear)
 
+    for name, what in (
+        ("lineage", "where an event came from: its decision and the results that fed it"),
+        ("impact", "everything downstream of a result: the blast radius"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=what)
+        p.add_argument("agent_id")
+        p.add_argument("seq", type=int, metavar="EVENT")
+        p.set_defaults(func=cmd_provenance, which=name)
+
+    p = sub.add_parser(
+        "quarantine", parents=[common], help="mark a result bad; flag what depends on it"
+    )
+    p.add_argument("agent_id")
+    p.add_argument("seq", type=int, metavar="EVENT")
+    p.add_argument("--reason", required=True)
+    p.set_defaults(func=cmd_quarantine)
+
     p = sub.add_parser("signoff", parents=[common], help="sign off a goal that asks for a person")
     p.add_argument("agent_id")
     p.add_argument("goal_id")
@@ -133,6 +150,44 @@ def cmd_clear(args: argparse.Namespace) -> int:
         rt.close()
     if not wants_json(args):
         out.print(f"cleared {args.violation_id}; continue with: stead resume {args.agent_id}")
+    return EXIT_COMPLETED
+
+
+def cmd_provenance(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        graph = rt.provenance(args.agent_id)
+        try:
+            nodes = graph.lineage(args.seq) if args.which == "lineage" else graph.impact(args.seq)
+        except KeyError:
+            raise UsageError(f"agent {args.agent_id} has no event {args.seq}") from None
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json([n.to_json() for n in nodes])
+        return EXIT_COMPLETED
+    if not nodes:
+        out.print(f"event {args.seq}: nothing " + ("recorded upstream" if args.which == "lineage"
+                                                    else "downstream"))  # fmt: skip
+    for n in nodes:
+        call = f" {n.call_id} {n.tool}" if n.call_id else ""
+        out.print(f"{n.seq:>6}  {n.kind}{call}  ({n.why})", markup=False)
+    return EXIT_COMPLETED
+
+
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        state, downstream = rt.quarantine(args.agent_id, args.seq, args.reason)
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json({"seq": args.seq, "downstream": downstream, "status": state.status})
+    else:
+        out.print(
+            f"quarantined event {args.seq}; flagged downstream: "
+            f"{', '.join(map(str, downstream)) or 'nothing'}; agent is {state.status}"
+        )
     return EXIT_COMPLETED
 
 

@@ -40,6 +40,7 @@ from ..errors import ModelError, SecretError, ToolError
 from ..governance.grants import network_grant
 from ..governance.ledger import LEDGER_KINDS, verify_ledger
 from ..ids import new_id, seeded_rng
+from ..integrity.provenance import flows_from
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.base import Sandbox
@@ -345,6 +346,8 @@ class Activation:
             context_hash=context.hash,
             model=self.model.name,
             actions=actions,
+            # provenance: the results this decision's context showed
+            context_events=[c["seq"] for c in self.state.recent_calls if "seq" in c],
             **self._usage(decision.usage),
         )
         # not flushed yet: it is committed with the first intent, before any effect
@@ -422,6 +425,14 @@ class Activation:
                 f"{', '.join(sorted(self.tools)) or 'none'}",
             )
             return
+        # provenance: the decision the call came from, the results that fed it
+        inflight = self.state.inflight or {}
+        origin = {
+            "provenance": {
+                "decision": inflight.get("seq") if index >= 0 else None,
+                "flows_from": flows_from(args, self.state.recent_calls),
+            }
+        }
         # authority is checked now, at the moment of action, not when decided; a
         # rerun of an interrupted call was authorised when its intent was recorded
         shown: dict[str, Any] = {}
@@ -460,9 +471,10 @@ class Activation:
                 effect=t.effect.value,
                 idempotency_key=self.idempotency_key(call_id),
                 **shown,
+                **origin,
             )
             self.flush()
-            shown = {}
+            shown, origin = {}, {}
         self.dirty = True
         secrets: dict[str, str] = {}
         try:
@@ -474,7 +486,9 @@ class Activation:
             result = {"ok": False, "error": redact_text(_describe(exc), secrets)}
         secrets.clear()
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
-        self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown)
+        if rerun:
+            origin = {}  # recorded with its intent
+        self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown, **origin)
         if t.effect is Effect.EFFECTFUL:
             # an effect that cannot be safely repeated: shrink the window in which
             # a crash would leave its outcome unknown to this one call

@@ -24,9 +24,11 @@ from ..errors import (
     SteadError,
     StoreError,
     ToolError,
+    UsageError,
 )
 from ..ids import new_id
 from ..integrity.monitors import Violation, replay
+from ..integrity.provenance import Graph
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
 from ..models.registry import model_for
@@ -289,8 +291,45 @@ class Runtime(AuthorityActions):
             {k: e.data[k] for k in ("rule", "verdict", "message", "events")}
             for e in events
             if e.kind == Kind.VIOLATION
+            and e.data["rule"] != "quarantine"  # a person's, not a rule's
         ]
         return found, journaled
+
+    def provenance(self, agent_id: str) -> Graph:
+        """The provenance graph of the agent's journal (see stead.integrity.provenance)."""
+        return Graph(self.store.read_events(agent_id))
+
+    def quarantine(self, agent_id: str, seq: int, reason: str) -> tuple[State, list[int]]:
+        """Mark a result as bad: it and everything downstream are flagged, the agent stops.
+
+        Recorded as a ``violation`` of rule ``quarantine`` naming the events, so the
+        agent (unless finished) waits in ``needs_attention`` and cannot finish
+        until a person clears it.
+        """
+        if not reason.strip():
+            raise UsageError("a quarantine needs a reason (--reason TEXT)")
+        graph = self.provenance(agent_id)
+        try:
+            downstream = [n.seq for n in graph.impact(seq)]
+        except KeyError:
+            raise NotFound(f"agent {agent_id} has no event {seq}") from None
+
+        def build(state: State) -> list[NewEvent]:
+            return [
+                NewEvent(
+                    Kind.VIOLATION,
+                    {
+                        "violation_id": new_id("vio", self.clock),
+                        "call_id": None,
+                        "rule": "quarantine",
+                        "verdict": "suspend",
+                        "message": f"event {seq} quarantined by {self.person()}: {reason}",
+                        "events": [seq, *downstream],
+                    },
+                )
+            ]
+
+        return self.append_as_person(agent_id, build), downstream
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""

@@ -1,0 +1,152 @@
+"""Provenance: where each call's inputs came from, and what each result went into.
+
+Every decision records which tool results its context showed
+(``context_events``: their sequence numbers), and every call records the
+decision it came from and which earlier results flowed into its arguments
+(``provenance``: ``{"decision": SEQ, "flows_from": [SEQ, ...]}``, on its intent,
+or on its result when it has none). A result flows into a call when a piece of
+its output (a line or value of at least :data:`MIN_FLOW_CHARS` characters)
+appears in the call's arguments.
+
+From those edges :func:`lineage` walks back from an event to everything it came
+from, and :func:`impact` walks forward from a result to everything downstream
+of it: the blast radius of a bad result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..canonical import dumps
+from ..journal import Event, Kind
+
+MIN_FLOW_CHARS = 8
+
+
+def pieces(value: Any) -> Iterable[str]:
+    """The lines and values of ``value`` long enough to be traced."""
+    if isinstance(value, str):
+        for line in value.splitlines() or [value]:
+            line = line.strip()
+            if len(line) >= MIN_FLOW_CHARS:
+                yield line
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from pieces(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from pieces(v)
+
+
+def flows_from(args: Mapping[str, Any], recent_calls: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The results (by seq) among ``recent_calls`` whose output appears in ``args``."""
+    sent = dumps(dict(args))
+    sent_pieces = list(pieces(dict(args)))
+    found = []
+    for call in recent_calls:
+        if not call.get("ok") or call.get("seq") is None:
+            continue
+        out = call.get("output")
+        text = out if isinstance(out, str) else dumps(out)
+        if any(p in sent for p in pieces(out)) or any(p in text for p in sent_pieces):
+            found.append(int(call["seq"]))
+    return sorted(set(found))
+
+
+@dataclass(slots=True)
+class _Call:
+    call_id: str
+    tool: str
+    decision: int | None = None
+    flows: list[int] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)  # its intent and result
+    result: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One event in a lineage or impact answer."""
+
+    seq: int
+    kind: str
+    call_id: str | None
+    tool: str | None
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "why": self.why,
+        }
+
+
+class Graph:
+    """The provenance edges of one journal."""
+
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.events: dict[int, Event] = {}
+        self.calls: dict[str, _Call] = {}
+        self.by_seq: dict[int, _Call] = {}
+        for ev in events:
+            self.events[ev.seq] = ev
+            if ev.kind not in (Kind.TOOL_INTENT, Kind.TOOL_RESULT):
+                continue
+            d = ev.data
+            call = self.calls.setdefault(d["call_id"], _Call(d["call_id"], d["tool"]))
+            call.seqs.append(ev.seq)
+            self.by_seq[ev.seq] = call
+            prov = d.get("provenance")
+            if prov:
+                call.decision = prov.get("decision")
+                call.flows = list(prov.get("flows_from", []))
+            if ev.kind == Kind.TOOL_RESULT:
+                call.result = ev.seq
+
+    def _node(self, seq: int, why: str) -> Node:
+        ev = self.events[seq]
+        call = self.by_seq.get(seq)
+        return Node(seq, ev.kind, call.call_id if call else None, call.tool if call else None, why)
+
+    def lineage(self, seq: int) -> list[Node]:
+        """Everything ``seq`` came from: its call's decision and the results that fed it."""
+        self._known(seq)
+        out: dict[int, Node] = {}
+        todo = [seq]
+        while todo:
+            call = self.by_seq.get(todo.pop())
+            if call is None:
+                continue
+            if call.decision is not None and call.decision not in out:
+                out[call.decision] = self._node(call.decision, f"decided {call.call_id}")
+            for src in call.flows:
+                if src not in out and src in self.events:
+                    out[src] = self._node(src, f"its output flowed into {call.call_id}")
+                    todo.append(src)
+        return [out[s] for s in sorted(out)]
+
+    def impact(self, seq: int) -> list[Node]:
+        """Every call downstream of the result at ``seq`` (its output, or theirs, flowed in)."""
+        self._known(seq)
+        feeds: dict[int, list[_Call]] = {}
+        for call in self.calls.values():
+            for src in call.flows:
+                feeds.setdefault(src, []).append(call)
+        out: dict[int, Node] = {}
+        todo = [seq]
+        while todo:
+            for call in feeds.get(todo.pop(), []):
+                for s in call.seqs:
+                    if s not in out:
+                        out[s] = self._node(s, "downstream")
+                if call.result is not None and call.result not in todo:
+                    todo.append(call.result)
+        return [out[s] for s in sorted(out)]
+
+    def _known(self, seq: int) -> None:
+        if seq not in self.events:
+            raise KeyError(seq)

@@ -1,0 +1,115 @@
+"""Provenance: lineage walks back along what flowed into a call, impact walks forward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stead import FakeClock, Kind, Runtime
+from stead.errors import NotFound
+from stead.tools.base import as_tool, tool
+
+from ..governance.agents import make_agent, runtime_at
+
+TOKEN = "TOKEN-abc123xyz-42"
+
+
+@tool(effect="idempotent")
+def poll(target: str) -> str:
+    """Look at something."""
+    return f"{target} is fine"
+
+
+@tool(effect="idempotent")
+def mint() -> str:
+    """Make a token."""
+    return TOKEN
+
+
+@tool(effect="effectful")
+def use(token: str, step: int) -> str:
+    """Use a token."""
+    return f"done {step}"
+
+
+TOOLS = {t.__name__: as_tool(t) for t in (poll, mint, use)}
+SCRIPT: list[Any] = [
+    {"tool": "poll", "args": {"target": "a"}},
+    {"tool": "poll", "args": {"target": "b"}},
+    {"tool": "mint"},  # step 3
+    {"tool": "poll", "args": {"target": "c"}},  # step 4: independent
+    {"tool": "use", "args": {"token": TOKEN, "step": 5}},
+    {"tool": "poll", "args": {"target": "d"}},
+    {"tool": "poll", "args": {"target": "e"}},
+    {"tool": "use", "args": {"token": TOKEN, "step": 8}},
+    {"finish": "done"},
+]
+
+
+def steps_of(rt: Runtime, agent: str) -> dict[int, dict[str, int]]:
+    """For each step: the seqs of its decision, intent and result."""
+    out: dict[int, dict[str, int]] = {}
+    step = 0
+    for e in rt.store.read_events(agent):
+        if e.kind == Kind.DECISION:
+            step = e.data["step"]
+            out[step] = {"decision": e.seq}
+        elif e.kind == Kind.TOOL_INTENT:
+            out[step]["intent"] = e.seq
+        elif e.kind == Kind.TOOL_RESULT:
+            out[step]["result"] = e.seq
+    return out
+
+
+@pytest.fixture
+def ran(tmp_path: Path) -> tuple[Runtime, str, dict[int, dict[str, int]]]:
+    rt = runtime_at(tmp_path, FakeClock())
+    agent = make_agent(rt, tmp_path, SCRIPT, scope=[{"tool": "*"}])
+    assert rt.run(agent, tools=TOOLS).state.status == "completed"
+    return rt, agent, steps_of(rt, agent)
+
+
+def test_impact_of_a_result_lists_what_used_it_and_nothing_else(ran: Any) -> None:
+    rt, agent, steps = ran
+    impact = {n.seq for n in rt.provenance(agent).impact(steps[3]["result"])}
+    assert impact == {
+        steps[5]["intent"],
+        steps[5]["result"],
+        steps[8]["intent"],
+        steps[8]["result"],
+    }
+    assert not impact & set(steps[4].values())  # the independent step is not in it
+
+
+def test_lineage_of_a_later_call_reaches_the_result_it_used(ran: Any) -> None:
+    rt, agent, steps = ran
+    lineage = {n.seq: n for n in rt.provenance(agent).lineage(steps[8]["result"])}
+    assert steps[3]["result"] in lineage and lineage[steps[3]["result"]].tool == "mint"
+    assert steps[8]["decision"] in lineage
+    assert steps[4]["result"] not in lineage
+
+
+def test_decisions_record_the_results_their_context_showed(ran: Any) -> None:
+    rt, agent, steps = ran
+    decision = next(e for e in rt.store.read_events(agent) if e.seq == steps[4]["decision"])
+    assert decision.data["context_events"] == [steps[i]["result"] for i in (1, 2, 3)]
+
+
+def test_quarantine_flags_downstream_and_stops_the_agent(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path, FakeClock())
+    agent = make_agent(rt, tmp_path, SCRIPT, scope=[{"tool": "*"}])
+    rt.run(agent, tools=TOOLS, max_steps=6)  # running: steps 1-6 done
+    steps = steps_of(rt, agent)
+    state, downstream = rt.quarantine(agent, steps[3]["result"], "the token was forged")
+    assert downstream == [steps[5]["intent"], steps[5]["result"]]
+    assert state.status == "needs_attention"
+    (v,) = state.violations.values()
+    assert v["rule"] == "quarantine" and v["events"][0] == steps[3]["result"]
+    assert rt.run(agent, tools=TOOLS).state.status == "needs_attention"  # it stays stopped
+    found, journaled = rt.check(agent)  # a person's quarantine is not a monitor's finding
+    assert [x.to_json() for _, x in found] == journaled
+    with pytest.raises(NotFound):
+        rt.quarantine(agent, 10_000, "no such event")
+    rt.close()
