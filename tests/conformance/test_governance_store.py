@@ -221,3 +221,17 @@ def test_a_corrupt_stored_event_is_an_integrity_error_for_sqlite(tmp_path: Path)
         assert [e.seq for e in store.read_events_of_kinds("ag_1", [Kind.GRANT_REVOKED])] == [8]
     finally:
         store.close()
+
+
+def test_signals_wait_in_order_until_dropped(store: Store) -> None:
+    create(store)
+    create(store, "ag_2")
+    store.post_signal("ag_1", "s2", {"n": 2}, T0 + 2)
+    store.post_signal("ag_1", "s1", {"n": 1}, T0 + 1)
+    store.post_signal("ag_2", "s9", {"n": 9}, T0)
+    assert store.signals("ag_1") == [("s1", {"n": 1}), ("s2", {"n": 2})]
+    store.drop_signals("ag_1", ["s1"])
+    assert store.signals("ag_1") == [("s2", {"n": 2})]
+    assert store.signals("ag_2") == [("s9", {"n": 9})]  # another agent's are its own
+    with pytest.raises(NotFound):
+        store.post_signal("ag_nope", "s", {}, T0)

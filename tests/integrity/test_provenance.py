@@ -102,14 +102,52 @@ def test_quarantine_flags_downstream_and_stops_the_agent(tmp_path: Path) -> None
     agent = make_agent(rt, tmp_path, SCRIPT, scope=[{"tool": "*"}])
     rt.run(agent, tools=TOOLS, max_steps=6)  # running: steps 1-6 done
     steps = steps_of(rt, agent)
-    state, downstream = rt.quarantine(agent, steps[3]["result"], "the token was forged")
+    status, downstream = rt.quarantine(agent, steps[3]["result"], "the token was forged")
     assert downstream == [steps[5]["intent"], steps[5]["result"]]
-    assert state.status == "needs_attention"
-    (v,) = state.violations.values()
+    assert status == "needs_attention"
+    (v,) = rt.store.load_state(agent).violations.values()
     assert v["rule"] == "quarantine" and v["events"][0] == steps[3]["result"]
     assert rt.run(agent, tools=TOOLS).state.status == "needs_attention"  # it stays stopped
     found, journaled = rt.check(agent)  # a person's quarantine is not a monitor's finding
     assert [x.to_json() for _, x in found] == journaled
     with pytest.raises(NotFound):
         rt.quarantine(agent, 10_000, "no such event")
+    rt.close()
+
+
+def test_quarantine_stops_an_agent_a_worker_is_running(tmp_path: Path) -> None:
+    """The person cannot take the lease; the worker journals the request before its next step."""
+    import threading
+
+    clock = FakeClock()
+    rt = runtime_at(tmp_path, clock)
+    agent = make_agent(rt, tmp_path, SCRIPT, scope=[{"tool": "*"}])
+    at_step_6 = threading.Event()
+    go_on = threading.Event()
+
+    @tool(name="poll", effect="idempotent")
+    def slow_poll(target: str) -> str:
+        if target == "d":  # step 6: hold the worker here while the person acts
+            at_step_6.set()
+            assert go_on.wait(10)
+        return f"{target} is fine"
+
+    worker = runtime_at(tmp_path, clock)
+    tools = {**TOOLS, "poll": as_tool(slow_poll)}
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(worker.run(agent, tools=tools)))
+    thread.start()
+    assert at_step_6.wait(10)
+    steps = steps_of(rt, agent)
+    status, downstream = rt.quarantine(agent, steps[3]["result"], "the token was forged")
+    assert status == "stopping" and downstream == [steps[5]["intent"], steps[5]["result"]]
+    go_on.set()
+    thread.join(10)
+    state = outcome[0].state
+    assert state.status == "needs_attention" and "quarantine" in state.status_reason
+    assert state.decisions == 6  # it stopped before step 7 was decided
+    assert rt.store.signals(agent) == []  # journaled, then dropped
+    (v,) = state.violations.values()
+    assert v["events"][0] == steps[3]["result"]
+    worker.close()
     rt.close()

@@ -178,15 +178,20 @@ def cmd_provenance(args: argparse.Namespace) -> int:
 def cmd_quarantine(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
-        state, downstream = rt.quarantine(args.agent_id, args.seq, args.reason)
+        status, downstream = rt.quarantine(args.agent_id, args.seq, args.reason)
     finally:
         rt.close()
     if wants_json(args):
-        emit_json({"seq": args.seq, "downstream": downstream, "status": state.status})
+        emit_json({"seq": args.seq, "downstream": downstream, "status": status})
     else:
+        now = (
+            "the worker running it stops it before its next step"
+            if status == "stopping"
+            else f"agent is {status}"
+        )
         out.print(
             f"quarantined event {args.seq}; flagged downstream: "
-            f"{', '.join(map(str, downstream)) or 'nothing'}; agent is {state.status}"
+            f"{', '.join(map(str, downstream)) or 'nothing'}; {now}"
         )
     return EXIT_COMPLETED
 

@@ -321,9 +321,24 @@ class Activation:
         self.flush()
         return made
 
+    def take_signals(self) -> None:
+        """Journal what people asked for while this worker held the lease (a quarantine)."""
+        waiting = self.store.signals(self.record.agent_id)
+        if not waiting:
+            return
+        open_ = set(self.state.violations)
+        for signal_id, violation in waiting:
+            if signal_id not in open_:  # not already journaled before a crash
+                self.emit(Kind.VIOLATION, **violation)
+        self.flush()
+        self.store.drop_signals(self.record.agent_id, [sid for sid, _ in waiting])
+
     def decide(self) -> bool:
         if self.buffer and self.clock.now() - self._flushed_at > MAX_UNFLUSHED_SECONDS:
             self.flush()
+        self.take_signals()
+        if self.state.status != "running":
+            return False
         context = self.renderer.render(self.state)
         try:
             decision = self.model.decide(context)

@@ -18,6 +18,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..errors import (
     GovernanceError,
+    LeaseHeld,
     ModelError,
     NotFound,
     ResolveError,
@@ -299,12 +300,14 @@ class Runtime(AuthorityActions):
         """The provenance graph of the agent's journal (see stead.integrity.provenance)."""
         return Graph(self.store.read_events(agent_id))
 
-    def quarantine(self, agent_id: str, seq: int, reason: str) -> tuple[State, list[int]]:
+    def quarantine(self, agent_id: str, seq: int, reason: str) -> tuple[str, list[int]]:
         """Mark a result as bad: it and everything downstream are flagged, the agent stops.
 
         Recorded as a ``violation`` of rule ``quarantine`` naming the events, so the
         agent (unless finished) waits in ``needs_attention`` and cannot finish
-        until a person clears it.
+        until a person clears it. If a worker is running the agent, the request is
+        left for it, and it stops the agent before its next step. Returns the
+        agent's status (or ``"stopping"``) and the downstream events.
         """
         if not reason.strip():
             raise UsageError("a quarantine needs a reason (--reason TEXT)")
@@ -313,23 +316,21 @@ class Runtime(AuthorityActions):
             downstream = [n.seq for n in graph.impact(seq)]
         except KeyError:
             raise NotFound(f"agent {agent_id} has no event {seq}") from None
-
-        def build(state: State) -> list[NewEvent]:
-            return [
-                NewEvent(
-                    Kind.VIOLATION,
-                    {
-                        "violation_id": new_id("vio", self.clock),
-                        "call_id": None,
-                        "rule": "quarantine",
-                        "verdict": "suspend",
-                        "message": f"event {seq} quarantined by {self.person()}: {reason}",
-                        "events": [seq, *downstream],
-                    },
-                )
-            ]
-
-        return self.append_as_person(agent_id, build), downstream
+        violation_id = new_id("vio", self.clock)
+        violation: dict[str, Any] = {
+            "violation_id": violation_id,
+            "call_id": None,
+            "rule": "quarantine",
+            "verdict": "suspend",
+            "message": f"event {seq} quarantined by {self.person()}: {reason}",
+            "events": [seq, *downstream],
+        }
+        try:
+            state = self.append_as_person(agent_id, lambda s: [NewEvent(Kind.VIOLATION, violation)])
+        except LeaseHeld:
+            self.store.post_signal(agent_id, violation_id, violation, self.clock.now())
+            return "stopping", downstream
+        return state.status, downstream
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""

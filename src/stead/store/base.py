@@ -329,6 +329,23 @@ class Store(abc.ABC):
         record = self.get_policy(tenant)
         return 0 if record is None else record.version
 
+    # -- signals ------------------------------------------------------------------
+    # Requests for an agent that a person cannot append while a worker holds its
+    # lease (a quarantine): the worker reads them before each step, journals what
+    # they ask, and drops them once that is committed.
+
+    @abc.abstractmethod
+    def post_signal(self, agent_id: str, signal_id: str, data: dict[str, Any], at: float) -> None:
+        """Leave a request for the agent's worker."""
+
+    @abc.abstractmethod
+    def signals(self, agent_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """(signal id, data) of the agent's waiting requests, oldest first."""
+
+    @abc.abstractmethod
+    def drop_signals(self, agent_id: str, signal_ids: Sequence[str]) -> None:
+        """Forget requests that have been journaled."""
+
     # -- lifecycle ------------------------------------------------------------
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends need it

@@ -35,6 +35,7 @@ class MemoryStore(Store):
         self._leases: dict[str, Lease] = {}
         self._secrets: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._policies: dict[str, list[PolicyRecord]] = {}
+        self._signals: dict[str, dict[str, tuple[str, float]]] = {}
 
     def _create(
         self, record: AgentRecord, events: Sequence[Event], state: State, at: float
@@ -200,3 +201,18 @@ class MemoryStore(Store):
             if version is None:
                 return versions[-1]
             return versions[version - 1] if 1 <= version <= len(versions) else None
+
+    def post_signal(self, agent_id: str, signal_id: str, data: dict[str, Any], at: float) -> None:
+        self.get_record(agent_id)
+        with self._lock:
+            self._signals.setdefault(agent_id, {})[signal_id] = (dumps(data), at)
+
+    def signals(self, agent_id: str) -> list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            waiting = sorted(self._signals.get(agent_id, {}).items(), key=lambda kv: kv[1][1])
+        return [(sid, loads(text)) for sid, (text, _) in waiting]
+
+    def drop_signals(self, agent_id: str, signal_ids: Sequence[str]) -> None:
+        with self._lock:
+            for sid in signal_ids:
+                self._signals.get(agent_id, {}).pop(sid, None)

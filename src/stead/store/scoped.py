@@ -10,6 +10,7 @@ tenant A's view neither reaches tenant B's data nor learns that it exists.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from ..errors import NotFound, SteadError, UsageError
 from ..journal import Event
@@ -154,6 +155,18 @@ class TenantStore(Store):
 
     def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
         return self.inner.get_policy(tenant, version) if tenant == self.tenant else None
+
+    def post_signal(self, agent_id: str, signal_id: str, data: dict[str, Any], at: float) -> None:
+        self._check(agent_id)
+        self.inner.post_signal(agent_id, signal_id, data, at)
+
+    def signals(self, agent_id: str) -> list[tuple[str, dict[str, Any]]]:
+        self._check(agent_id)
+        return self.inner.signals(agent_id)
+
+    def drop_signals(self, agent_id: str, signal_ids: Sequence[str]) -> None:
+        self._check(agent_id)
+        self.inner.drop_signals(agent_id, signal_ids)
 
     def close(self) -> None:
         self.inner.close()

@@ -463,6 +463,30 @@ class SqliteStore(Store):
             return None
         return PolicyRecord(tenant, int(row[0]), str(row[1]), str(row[2]), float(row[3]))
 
+    def post_signal(self, agent_id: str, signal_id: str, data: dict[str, Any], at: float) -> None:
+        self.get_record(agent_id)
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO signals (agent_id, signal_id, data, at) "
+                "VALUES (?, ?, ?, ?)",
+                (agent_id, signal_id, dumps(data), at),
+            )
+
+    def signals(self, agent_id: str) -> list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT signal_id, data FROM signals WHERE agent_id = ? ORDER BY at, signal_id",
+                (agent_id,),
+            ).fetchall()
+        return _signal_rows(rows)
+
+    def drop_signals(self, agent_id: str, signal_ids: Sequence[str]) -> None:
+        with self._tx() as db:
+            db.executemany(
+                "DELETE FROM signals WHERE agent_id = ? AND signal_id = ?",
+                [(agent_id, sid) for sid in signal_ids],
+            )
+
     def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
         self.get_record(agent_id)  # NotFound, like read_events
         wanted = set(kinds)
@@ -496,3 +520,7 @@ def _event(agent_id: str, row: Sequence[Any]) -> Event:
             seq=s,
         ) from exc
     return Event(agent_id, s, kind, at, parsed, prev_hash, h, epoch, data)
+
+
+def _signal_rows(rows: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(str(sid), loads(data)) for sid, data in rows]

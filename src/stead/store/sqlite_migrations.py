@@ -66,4 +66,15 @@ MIGRATIONS: list[str] = [
         WHERE kind IN ('agent_created', 'autonomy_changed', 'grant_added', 'grant_revoked',
                        'completion_certified');
     """,
+    # 4: requests for a running agent, such as a quarantine, that its worker
+    # picks up before its next step (the person cannot take the lease meanwhile)
+    """
+    CREATE TABLE signals (
+        agent_id  TEXT NOT NULL,
+        signal_id TEXT NOT NULL,
+        data      TEXT NOT NULL,
+        at        REAL NOT NULL,
+        PRIMARY KEY (agent_id, signal_id)
+    );
+    """,
 ]
