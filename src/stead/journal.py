@@ -61,6 +61,9 @@ class Kind(enum.StrEnum):
     GOAL_SIGNED_OFF = "goal_signed_off"
     FINISH_REJECTED = "finish_rejected"
     COMPLETION_CERTIFIED = "completion_certified"
+    COMPENSATED = "compensated"
+    COMPENSATION_NEEDED = "compensation_needed"
+    ROLLED_BACK = "rolled_back"
     VIOLATION = "violation"
     VIOLATION_CLEARED = "violation_cleared"
 

@@ -374,6 +374,29 @@ def _finish_rejected(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.inflight = _advance(s.inflight, d)
 
 
+def _compensated(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    what = "undone" if d["ok"] else f"could not be undone ({d.get('error')})"
+    _notice(s, f"call {d['call_id']} ({d['tool']}) was {what} by a rollback")
+
+
+def _compensation_needed(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    _notice(s, f"call {d['call_id']} ({d['tool']}) must be undone by a person: {d['reason']}")
+
+
+def _rolled_back(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.manifest = dict(d["manifest"])
+    if "to_version" in d:
+        # the agent's work goes back to the version; its authority stays as it is now
+        for name, value in d["restored"].items():
+            setattr(s, name, value)
+        s.inflight, s.pending, s.unknown = None, {}, {}
+        s.status, s.waiting_for = "running", None
+        s.status_reason = f"rolled back to version {d['to_version']}"
+        _notice(s, f"rolled back to version {d['to_version']}")
+    else:
+        _notice(s, f"what depended on event {d['downstream_of']} was rolled back")
+
+
 def _violation(s: State, d: Mapping[str, Any], ev: Event) -> None:
     _notice(s, f"monitor {d['rule']} ({d['verdict']}): {d['message']}")
     if d["verdict"] == "suspend":
@@ -408,6 +431,9 @@ KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.GOAL_REJECTED: _goal_rejected,
     Kind.GOAL_SIGNED_OFF: _goal_signed_off,
     Kind.FINISH_REJECTED: _finish_rejected,
+    Kind.COMPENSATED: _compensated,
+    Kind.COMPENSATION_NEEDED: _compensation_needed,
+    Kind.ROLLED_BACK: _rolled_back,
     Kind.VIOLATION: _violation,
     Kind.VIOLATION_CLEARED: _violation_cleared,
 }

@@ -57,6 +57,15 @@ def register(
     p.add_argument("--reason", required=True)
     p.set_defaults(func=cmd_quarantine)
 
+    p = sub.add_parser(
+        "rollback", parents=[common], help="undo what came after a version, or a bad result"
+    )
+    p.add_argument("agent_id")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--to", type=int, metavar="VERSION", dest="to_version")
+    which.add_argument("--downstream-of", type=int, metavar="EVENT", dest="downstream_of")
+    p.set_defaults(func=cmd_rollback)
+
     p = sub.add_parser("signoff", parents=[common], help="sign off a goal that asks for a person")
     p.add_argument("agent_id")
     p.add_argument("goal_id")
@@ -193,6 +202,36 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
             f"quarantined event {args.seq}; flagged downstream: "
             f"{', '.join(map(str, downstream)) or 'nothing'}; {now}"
         )
+    return EXIT_COMPLETED
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    rt = open_runtime(args)
+    try:
+        report = rt.rollback(
+            args.agent_id, to_version=args.to_version, downstream_of=args.downstream_of
+        )
+    finally:
+        rt.close()
+    if wants_json(args):
+        emit_json(
+            {
+                "compensated": report.compensated,
+                "failed": report.failed,
+                "needs_person": report.needs_person,
+                "restored_paths": report.restored_paths,
+            }
+        )
+        return EXIT_COMPLETED
+    out.print(f"compensated: {', '.join(report.compensated) or 'nothing'}", markup=False)
+    if report.failed or report.needs_person:
+        err.print(
+            "[yellow]for a person to undo[/]: "
+            + ", ".join(report.failed + report.needs_person)
+            + f" (see `stead trace {args.agent_id}`)"
+        )
+    out.print(f"workspace put back: {', '.join(report.restored_paths) or 'no change'}")
+    out.print(f"continue with: stead resume {args.agent_id}")
     return EXIT_COMPLETED
 
 

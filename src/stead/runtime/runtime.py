@@ -50,6 +50,7 @@ from .certificates import certifier_for
 from .groupcommit import GroupCommitter
 from .messages import messenger_for
 from .recovery import recover
+from .rollback import RollbackReport, rollback
 from .watch import monitors_for
 
 RESOLUTIONS = ("done", "retry", "abort")
@@ -331,6 +332,19 @@ class Runtime(AuthorityActions):
             self.store.post_signal(agent_id, violation_id, violation, self.clock.now())
             return "stopping", downstream
         return state.status, downstream
+
+    def rollback(
+        self,
+        agent_id: str,
+        *,
+        to_version: int | None = None,
+        downstream_of: int | None = None,
+        tools: Mapping[str, Tool] | None = None,
+    ) -> RollbackReport:
+        """Undo what came after a version, or what depended on a result (see .rollback)."""
+        return rollback(
+            self, agent_id, to_version=to_version, downstream_of=downstream_of, tools=tools
+        )
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""
