@@ -64,6 +64,7 @@ class Kind(enum.StrEnum):
     COMPENSATED = "compensated"
     COMPENSATION_NEEDED = "compensation_needed"
     ROLLED_BACK = "rolled_back"
+    SESSION_PROFILED = "session_profiled"
     VIOLATION = "violation"
     VIOLATION_CLEARED = "violation_cleared"
 

@@ -70,6 +70,8 @@ class State:
     violations: dict[str, dict[str, Any]] = field(default_factory=dict)
     # what the model reported its decisions cost, in total
     usage: dict[str, float] = field(default_factory=dict)
+    # the behaviour baseline sessions are compared with (stead.integrity.drift)
+    baseline: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -397,6 +399,10 @@ def _rolled_back(s: State, d: Mapping[str, Any], ev: Event) -> None:
         _notice(s, f"what depended on event {d['downstream_of']} was rolled back")
 
 
+def _session_profiled(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.baseline = d["baseline_after"]
+
+
 def _violation(s: State, d: Mapping[str, Any], ev: Event) -> None:
     _notice(s, f"monitor {d['rule']} ({d['verdict']}): {d['message']}")
     if d["verdict"] == "suspend":
@@ -434,6 +440,7 @@ KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.COMPENSATED: _compensated,
     Kind.COMPENSATION_NEEDED: _compensation_needed,
     Kind.ROLLED_BACK: _rolled_back,
+    Kind.SESSION_PROFILED: _session_profiled,
     Kind.VIOLATION: _violation,
     Kind.VIOLATION_CLEARED: _violation_cleared,
 }

@@ -33,7 +33,12 @@ disables one):
     the arguments of an ``outbound`` tool, without an approval: block;
 ``probing``
     ``refusals`` refused calls within ``window`` seconds (default 10 in 600):
-    suspend.
+    suspend;
+``drift``
+    a session (one activation of at least ``min_steps`` decisions) whose
+    behaviour moved from the baseline of the first ``baseline_sessions``
+    beyond a threshold (see :mod:`.drift`): warn, and, with ``demote_to``,
+    lower the agent's autonomy to that level (journaled).
 
 Custom rules: ``{sequence: [A, B], within: SECONDS, verdict: V}`` (B called
 within the time after A), ``{count: PATTERN, max: N, window: SECONDS,
@@ -52,6 +57,7 @@ from typing import Any
 
 from ..canonical import dumps, sha256_hex
 from ..journal import Event, Kind
+from .drift import DEFAULT_THRESHOLDS, drifted
 
 VERDICTS = ("warn", "block", "suspend")
 MIN_FLOW_CHARS = 8
@@ -276,6 +282,49 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
+class Drift(Rule):
+    """Judges each ``session_profiled`` event against the baseline it carries."""
+
+    name = "drift"
+
+    def __init__(
+        self,
+        baseline_sessions: int = 3,
+        min_steps: int = 5,
+        demote_to: str | None = None,
+        tool_mix: float = DEFAULT_THRESHOLDS["tool_mix"],
+        error_rate: float = DEFAULT_THRESHOLDS["error_rate"],
+        refusal_rate: float = DEFAULT_THRESHOLDS["refusal_rate"],
+        tokens_per_step: float = DEFAULT_THRESHOLDS["tokens_per_step"],
+    ) -> None:
+        self.baseline_sessions, self.min_steps, self.demote_to = (
+            baseline_sessions, min_steps, demote_to,
+        )  # fmt: skip
+        levels = ("observe", "advise", "act_with_approval", "act_autonomously")
+        if demote_to is not None and demote_to not in levels:
+            raise TypeError(f"demote_to must be one of {', '.join(levels)}")
+        self.thresholds = {
+            "tool_mix": tool_mix,
+            "error_rate": error_rate,
+            "refusal_rate": refusal_rate,
+            "tokens_per_step": tokens_per_step,
+        }
+
+    def observe(self, ev: Event) -> Violation | None:
+        if ev.kind != Kind.SESSION_PROFILED or not ev.data.get("compared"):
+            return None
+        beyond = drifted(ev.data["profile"], ev.data["baseline"], self.thresholds)
+        if not beyond:
+            return None
+        what = ", ".join(f"{k} {v:g} > {self.thresholds[k]:g}" for k, v in sorted(beyond.items()))
+        return Violation(
+            self.name,
+            "warn",
+            f"this session's behaviour drifted from the baseline: {what}",
+            (ev.seq,),
+        )
+
+
 class Probing(Rule):
     name = "probing"
 
@@ -388,6 +437,9 @@ class MonitorSet:
             return []  # the monitors' own records are outputs, not inputs
         return [v for r in self.rules if (v := r.observe(ev)) is not None]
 
+    def drift(self) -> Drift | None:
+        return next((r for r in self.rules if isinstance(r, Drift)), None)
+
     def start(self, created_at: float) -> None:
         """Tell rules that count from the agent's creation when that was."""
         for r in self.rules:
@@ -428,13 +480,22 @@ def replay(events: Iterable[Event], monitors: MonitorSet) -> list[tuple[int, Vio
     return found
 
 
-BUILT_IN = ("loop", "error_streak", "budget", "dataflow", "probing")
+BUILT_IN = ("loop", "error_streak", "budget", "dataflow", "probing", "drift")
 _PARAMS: dict[str, tuple[str, ...]] = {
     "loop": ("repeat",),
     "error_streak": ("errors",),
     "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
     "dataflow": ("outbound", "untrusted"),
     "probing": ("refusals", "window"),
+    "drift": (
+        "baseline_sessions",
+        "min_steps",
+        "demote_to",
+        "tool_mix",
+        "error_rate",
+        "refusal_rate",
+        "tokens_per_step",
+    ),
 }
 
 
@@ -476,7 +537,7 @@ def build_monitors(
             )
             continue
         cls: Any = {"loop": Loop, "error_streak": ErrorStreak, "budget": Budget,
-                    "probing": Probing}[name]  # fmt: skip
+                    "probing": Probing, "drift": Drift}[name]  # fmt: skip
         try:
             rules.append(cls(**params))
         except TypeError as exc:

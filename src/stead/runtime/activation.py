@@ -318,6 +318,8 @@ class Activation:
                     break
                 made += 1
             self.execute_inflight()
+        if self.watch is not None:
+            self.watch.end_session()  # committed with the activation's last events
         self.flush()
         return made
 

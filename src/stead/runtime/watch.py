@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
+from ..governance.gate import LEVELS
 from ..ids import new_id
+from ..integrity import drift
 from ..integrity.monitors import Call, MonitorConfigError, MonitorSet, Violation, build_monitors
 from ..journal import Event, Kind
 from ..tools.registry import import_object
@@ -48,6 +50,9 @@ class Watch:
         secret_tools = [name for name, t in act.tools.items() if t.secrets]
         self.monitors = monitors_for(act.record.spec, secret_tools)
         self._recording = False
+        self.session = drift.empty()  # this activation's behaviour, for drift
+        self.session["sessions"] = 1
+        self._ended = False
 
     def prime(self) -> None:
         """Feed the latest events, as the previous activations saw them; report nothing."""
@@ -61,6 +66,7 @@ class Watch:
             self.monitors.observe(ev)
 
     def observe(self, ev: Event) -> None:
+        self._profile(ev)
         if self._recording:
             return  # the violation events themselves
         for v in self.monitors.observe(ev):
@@ -75,6 +81,57 @@ class Watch:
         for v in found:
             self.record(v, call_id)
         return now, found
+
+    def _profile(self, ev: Event) -> None:
+        p, d = self.session, ev.data
+        if ev.kind == Kind.DECISION:
+            p["steps"] += 1
+            p["tokens"] += float((d.get("usage") or {}).get("tokens", 0))
+        elif ev.kind == Kind.TOOL_RESULT and d.get("refused"):
+            p["refusals"] += 1
+        elif ev.kind == Kind.TOOL_RESULT:
+            p["calls"] = {**p["calls"], d["tool"]: p["calls"].get(d["tool"], 0) + 1}
+            p["errors"] += 0 if d.get("ok") else 1
+        elif ev.kind == Kind.GOVERNANCE_REFUSED:
+            p["refusals"] += 1
+
+    def end_session(self) -> None:
+        """Journal this session's profile against the baseline; demote on drift if asked.
+
+        Called once, as the activation's step loop ends; its events are committed
+        with the loop's last flush.
+        """
+        if self._ended:
+            return
+        self._ended = True
+        rule = self.monitors.drift()
+        if rule is None or self.session["steps"] < rule.min_steps:
+            return  # too short a session to say anything about behaviour
+        state = self.act.state
+        baseline = state.baseline or drift.empty()
+        compared = baseline["sessions"] >= rule.baseline_sessions
+        after = baseline if compared else drift.merge(baseline, self.session)
+        before = len(self.act.buffer)
+        self.act.emit(
+            Kind.SESSION_PROFILED,
+            profile=self.session,
+            baseline=baseline,
+            compared=compared,
+            baseline_after=after,
+            shifts=drift.shifts(self.session, baseline) if compared else {},
+        )
+        drifted = any(
+            e.kind == Kind.VIOLATION and e.data["rule"] == "drift" for e in self.act.buffer[before:]
+        )
+        level, target = state.autonomy, rule.demote_to
+        if drifted and target is not None and LEVELS.index(target) < LEVELS.index(level):
+            self.act.emit(
+                Kind.AUTONOMY_CHANGED,
+                level=target,
+                tool=None,
+                by="the drift monitor (configured by the operator)",
+                reason=f"behaviour drifted from the baseline; was {level}",
+            )
 
     def record(self, v: Violation, call_id: str | None = None) -> None:
         self._recording = True
