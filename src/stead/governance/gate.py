@@ -34,6 +34,7 @@ from .grants import allows
 from .policy import CompiledPolicy
 
 LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
+IN_SCOPE = "in scope"
 MAX_DELEGATION_DEPTH = 8
 
 ParentLookup = Callable[[str], State | None]
@@ -58,12 +59,13 @@ class Verdict:
     policy_reasons: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "decision": self.decision,
-            "reason": self.reason,
-            "autonomy": self.level,
-            "policy_version": self.policy_version,
-        }
+        # journaled with every call, so the common case (in scope, fully
+        # autonomous) is kept short: what is left out is the default
+        out: dict[str, Any] = {"decision": self.decision, "policy_version": self.policy_version}
+        if self.reason != IN_SCOPE:
+            out["reason"] = self.reason
+        if self.level != "act_autonomously":
+            out["autonomy"] = self.level
         if self.grant:
             out["grant"] = self.grant
         if self.approval:
@@ -189,7 +191,7 @@ def judge(
     if level == "act_with_approval" and not read_only:
         needs.append(f"autonomy is act_with_approval for {tool}")
     if not needs:
-        return Verdict("allow", "in scope", level, version, grant, policy_reasons=policy_reasons)
+        return Verdict("allow", IN_SCOPE, level, version, grant, policy_reasons=policy_reasons)
     wanted = args_hash(args)
     lapsed: list[tuple[str, str]] = []
     for aid, a in sorted(state.approvals.items()):

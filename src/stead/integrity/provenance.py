@@ -40,19 +40,49 @@ def pieces(value: Any) -> Iterable[str]:
             yield from pieces(v)
 
 
+class FlowTracer:
+    """Finds which recent results flow into a call's arguments.
+
+    Made per activation; it remembers each result's text and pieces by its
+    sequence number (a result never changes), so a step costs one pass over
+    the new call's arguments, not over every recent output again.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[str, list[str]]] = {}
+
+    def _of(self, call: Mapping[str, Any]) -> tuple[str, list[str]]:
+        seq = int(call["seq"])
+        found = self._seen.get(seq)
+        if found is None:
+            if len(self._seen) > 200:
+                self._seen.clear()
+            out = call.get("output")
+            found = self._seen[seq] = (
+                out if isinstance(out, str) else dumps(out),
+                list(pieces(out)),
+            )
+        return found
+
+    def flows_from(
+        self, args: Mapping[str, Any], recent_calls: Sequence[Mapping[str, Any]]
+    ) -> list[int]:
+        """The results (by seq) among ``recent_calls`` whose output appears in ``args``."""
+        sent = dumps(dict(args))
+        sent_pieces = list(pieces(dict(args)))
+        found = set()
+        for call in recent_calls:
+            if not call.get("ok") or call.get("seq") is None:
+                continue
+            text, out_pieces = self._of(call)
+            if any(p in sent for p in out_pieces) or any(p in text for p in sent_pieces):
+                found.add(int(call["seq"]))
+        return sorted(found)
+
+
 def flows_from(args: Mapping[str, Any], recent_calls: Sequence[Mapping[str, Any]]) -> list[int]:
     """The results (by seq) among ``recent_calls`` whose output appears in ``args``."""
-    sent = dumps(dict(args))
-    sent_pieces = list(pieces(dict(args)))
-    found = []
-    for call in recent_calls:
-        if not call.get("ok") or call.get("seq") is None:
-            continue
-        out = call.get("output")
-        text = out if isinstance(out, str) else dumps(out)
-        if any(p in sent for p in pieces(out)) or any(p in text for p in sent_pieces):
-            found.append(int(call["seq"]))
-    return sorted(set(found))
+    return FlowTracer().flows_from(args, recent_calls)
 
 
 @dataclass(slots=True)

@@ -40,7 +40,7 @@ from ..errors import ModelError, SecretError, ToolError
 from ..governance.grants import network_grant
 from ..governance.ledger import LEDGER_KINDS, verify_ledger
 from ..ids import new_id, seeded_rng
-from ..integrity.provenance import flows_from
+from ..integrity.provenance import FlowTracer
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.base import Sandbox
@@ -165,6 +165,7 @@ class Activation:
         self.messenger = messenger
         self.verifier = Verifier(self, certify)
         self.watch: Watch | None = None  # made at acquire, with the agent's tools
+        self.flows = FlowTracer()
 
     # -- lease and commits ------------------------------------------------------
 
@@ -447,7 +448,7 @@ class Activation:
         origin = {
             "provenance": {
                 "decision": inflight.get("seq") if index >= 0 else None,
-                "flows_from": flows_from(args, self.state.recent_calls),
+                "flows_from": self.flows.flows_from(args, self.state.recent_calls),
             }
         }
         # authority is checked now, at the moment of action, not when decided; a
