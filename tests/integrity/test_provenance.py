@@ -141,6 +141,7 @@ def test_quarantine_stops_an_agent_a_worker_is_running(tmp_path: Path) -> None:
     steps = steps_of(rt, agent)
     status, downstream = rt.quarantine(agent, steps[3]["result"], "the token was forged")
     assert status == "stopping" and downstream == [steps[5]["intent"], steps[5]["result"]]
+    clock.advance(1)  # the worker looks for requests every half second
     go_on.set()
     thread.join(10)
     state = outcome[0].state

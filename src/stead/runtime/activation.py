@@ -63,6 +63,8 @@ MAX_BUFFERED = 256
 MAX_UNFLUSHED_SECONDS = 1.0
 """...and before asking the model once this long has passed since the last flush."""
 MAX_RESULT_CHARS = 64 * 1024
+SIGNAL_SECONDS = 0.5
+"""How often a running activation looks for people's requests (a quarantine)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +168,7 @@ class Activation:
         self.verifier = Verifier(self, certify)
         self.watch: Watch | None = None  # made at acquire, with the agent's tools
         self.flows = FlowTracer()
+        self._signals_at = float("-inf")
 
     # -- lease and commits ------------------------------------------------------
 
@@ -325,7 +328,15 @@ class Activation:
         return made
 
     def take_signals(self) -> None:
-        """Journal what people asked for while this worker held the lease (a quarantine)."""
+        """Journal what people asked for while this worker held the lease (a quarantine).
+
+        Looked for at most every :data:`SIGNAL_SECONDS`, so a request stops a
+        running agent within about that long, without a query on every step.
+        """
+        now = self.clock.now()
+        if now - self._signals_at < SIGNAL_SECONDS:
+            return
+        self._signals_at = now
         waiting = self.store.signals(self.record.agent_id)
         if not waiting:
             return
