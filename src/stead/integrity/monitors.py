@@ -95,6 +95,8 @@ class Rule:
     """One monitor. Subclasses override what they need; both default to no violation."""
 
     name = "rule"
+    kinds: frozenset[str] | None = None
+    """The event kinds :meth:`observe` looks at (None: all), so others skip it."""
 
     def observe(self, ev: Event) -> Violation | None:
         return None
@@ -118,6 +120,7 @@ def _args_key(tool: str, args: Any) -> str:
 
 class Loop(Rule):
     name = "loop"
+    kinds = frozenset({Kind.TOOL_RESULT})
 
     def __init__(self, repeat: int = 10) -> None:
         self.repeat = repeat
@@ -145,6 +148,7 @@ class Loop(Rule):
 
 class ErrorStreak(Rule):
     name = "error_streak"
+    kinds = frozenset({Kind.TOOL_RESULT})
 
     def __init__(self, errors: int = 10) -> None:
         self.errors = errors
@@ -231,6 +235,7 @@ class Budget(Rule):
 
 class DataFlow(Rule):
     name = "dataflow"
+    kinds = frozenset({Kind.TOOL_RESULT})
 
     def __init__(self, tainted_tools: Iterable[str] = (), outbound: Iterable[str] = ()) -> None:
         self.tainted_tools = set(tainted_tools)
@@ -286,6 +291,7 @@ class Drift(Rule):
     """Judges each ``session_profiled`` event against the baseline it carries."""
 
     name = "drift"
+    kinds = frozenset({Kind.SESSION_PROFILED})
 
     def __init__(
         self,
@@ -327,6 +333,7 @@ class Drift(Rule):
 
 class Probing(Rule):
     name = "probing"
+    kinds = frozenset({Kind.TOOL_RESULT, Kind.GOVERNANCE_REFUSED})
 
     def __init__(self, refusals: int = 10, window: float = 600.0) -> None:
         self.refusals, self.window = refusals, window
@@ -431,11 +438,24 @@ class MonitorSet:
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = list(rules)
+        wanted: set[str] = set()
+        for r in self.rules:
+            if r.kinds is None:
+                wanted = set()
+                break
+            wanted |= r.kinds
+        self._kinds = frozenset(wanted) if wanted or not self.rules else None
 
     def observe(self, ev: Event) -> list[Violation]:
         if ev.kind in (Kind.VIOLATION, Kind.VIOLATION_CLEARED):
             return []  # the monitors' own records are outputs, not inputs
+        if self._kinds is not None and ev.kind not in self._kinds:
+            return []
         return [v for r in self.rules if (v := r.observe(ev)) is not None]
+
+    def needs_start(self) -> bool:
+        """Whether a rule counts from the agent's creation (so it must be told when)."""
+        return any(isinstance(r, Budget) for r in self.rules)
 
     def drift(self) -> Drift | None:
         return next((r for r in self.rules if isinstance(r, Drift)), None)
@@ -529,6 +549,8 @@ def build_monitors(
             raise MonitorConfigError(
                 f"monitors.{name}.{bad[0]} is not a setting; use {', '.join(_PARAMS[name])}"
             )
+        if name == "budget" and not any(v is not None for k, v in params.items() if k != "window"):
+            continue  # no limit set: nothing to count
         if name == "dataflow":
             if not params.get("outbound"):
                 continue  # nothing is outbound: no flow to watch

@@ -58,8 +58,9 @@ class Watch:
         """Feed the latest events, as the previous activations saw them; report nothing."""
         version = self.act.state.version
         agent = self.act.record.agent_id
-        created = next(iter(self.act.store.read_events(agent, 1, 1)))
-        self.monitors.start(created.at)
+        if self.monitors.needs_start():
+            created = next(iter(self.act.store.read_events(agent, 1, 1)))
+            self.monitors.start(created.at)
         for ev in self.act.store.read_events(
             self.act.record.agent_id, max(1, version - PRIME_EVENTS + 1), version
         ):
