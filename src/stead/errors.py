@@ -12,8 +12,10 @@
     │   ├── ConcurrencyError      another writer got there first
     │   │   ├── StaleEpoch        an append under a lease that has been taken over
     │   │   └── VersionConflict   an append based on an out-of-date version
-    │   └── LeaseHeld             another live worker holds the agent's lease
+    │   ├── LeaseHeld             another live worker holds the agent's lease
+    │   └── SnapshotConsumed      a snapshot was already restored (or is being restored)
     ├── IntegrityError            the journal's hash chain or a blob does not verify
+    │   └── ArchiveError          an archive or snapshot is corrupt, truncated, tampered
     ├── ToolError                 a tool is unknown, mis-declared or mis-called
     │   ├── PathEscape            a path leaves the agent's workspace
     │   └── SandboxUnavailable    no sandbox here, and no opt-in to run without one
@@ -75,12 +77,20 @@ class LeaseHeld(StoreError):
     """Another live worker holds the agent's lease."""
 
 
+class SnapshotConsumed(StoreError):
+    """The snapshot was restored already, or is being restored: a snapshot is restored once."""
+
+
 class IntegrityError(SteadError):
     """Stored data does not match its hash; ``seq`` names the event, if one."""
 
     def __init__(self, message: str, *, seq: int | None = None) -> None:
         super().__init__(message)
         self.seq = seq
+
+
+class ArchiveError(IntegrityError):
+    """An archive or snapshot is corrupt, truncated, tampered with, or of an unknown format."""
 
 
 class ToolError(SteadError):

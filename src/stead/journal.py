@@ -67,6 +67,14 @@ class Kind(enum.StrEnum):
     SESSION_PROFILED = "session_profiled"
     VIOLATION = "violation"
     VIOLATION_CLEARED = "violation_cleared"
+    # hibernation: idle agents cost only storage (see stead.runtime.hibernation)
+    TIMER_SET = "timer_set"
+    TIMER_FIRED = "timer_fired"
+    HIBERNATED = "hibernated"
+    RESTORED = "restored"
+    AGENT_FORKED = "agent_forked"
+    AGENT_IMPORTED = "agent_imported"
+    AGENT_MOVED = "agent_moved"
 
 
 @dataclass(frozen=True, slots=True)

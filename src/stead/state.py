@@ -28,8 +28,17 @@ MESSAGE_MEMORY_SECONDS = 660.0
 """How long a received message id is remembered to refuse replays (its max age + skew)."""
 """How many finished tool calls the state (and so the model's context) keeps."""
 
-STATUSES = ("created", "running", "waiting", "needs_attention", "completed", "failed")
-FINAL_STATUSES = ("completed", "failed")
+STATUSES = (
+    "created",
+    "running",
+    "waiting",
+    "needs_attention",
+    "hibernated",
+    "completed",
+    "failed",
+    "moved",
+)
+FINAL_STATUSES = ("completed", "failed", "moved")
 
 
 @dataclass(slots=True)
@@ -72,6 +81,12 @@ class State:
     usage: dict[str, float] = field(default_factory=dict)
     # the behaviour baseline sessions are compared with (stead.integrity.drift)
     baseline: dict[str, Any] | None = None
+    # hibernation: the timer the agent waits for, and, while it is hibernated (or
+    # woken but not yet restored), its snapshot and the status it had
+    timer: dict[str, Any] | None = None
+    hibernated: dict[str, Any] | None = None
+    # where a fork or an imported agent came from
+    origin: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -129,6 +144,8 @@ def apply_in_place(s: State, ev: Event) -> State:
     sees the earlier value. For a writer that owns its state object (an
     activation); everyone else uses :func:`apply`.
     """
+    if s.status == "hibernated" and ev.kind not in _HIBERNATION_KINDS:
+        return _apply_while_hibernated(s, ev)
     d: Mapping[str, Any] = ev.data
     k = ev.kind
     if k == Kind.AGENT_CREATED:
@@ -417,6 +434,99 @@ def _violation_cleared(s: State, d: Mapping[str, Any], ev: Event) -> None:
         s.status, s.status_reason = "running", ""
 
 
+CARRIED = (
+    "memory",
+    "goals",
+    "inbox",
+    "recent_calls",
+    "calls_total",
+    "manifest",
+    "decisions",
+    "steps_completed",
+    "status",
+    "status_reason",
+    "waiting_for",
+    "finish",
+    "autonomy",
+    "tool_autonomy",
+    "violations",
+    "usage",
+    "baseline",
+    "timer",
+)
+"""What a fork or an imported agent takes over from its origin's state. Never its
+identity, grants (unless delegated anew), approvals, proposals or seen messages."""
+
+_HIBERNATION_KINDS = frozenset({Kind.HIBERNATED, Kind.RESTORED, Kind.AGENT_MOVED})
+
+
+def _apply_while_hibernated(s: State, ev: Event) -> State:
+    """An event for a hibernated agent: applied to the status it had when it slept.
+
+    If the event gives it work (input, an answered approval, a fired timer), it
+    is woken: its status is the new one, and the snapshot stays named in
+    ``hibernated`` until the next activation restores (and consumes) it.
+    Otherwise it stays hibernated, remembering the new status for its waking.
+    """
+    h = s.hibernated or {}
+    s.status, s.status_reason = h.get("status", "waiting"), h.get("status_reason", "")
+    apply_in_place(s, ev)
+    if s.status in ("running", "created") or s.is_final:
+        s.hibernated = {**h, "woken": True}
+    else:
+        s.hibernated = {**h, "status": s.status, "status_reason": s.status_reason}
+        s.status, s.status_reason = "hibernated", f"hibernated in snapshot {h.get('snapshot_id')}"
+    return s
+
+
+def _timer_set(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.timer = {"timer_id": d["timer_id"], "due_at": d["due_at"], "reason": d.get("reason", "")}
+    s.status, s.waiting_for = "waiting", "timer"
+    s.status_reason = d.get("reason", "") or f"waiting until {d['due_at']}"
+    s.inflight = _advance(s.inflight, d)
+
+
+def _timer_fired(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    if s.timer is None or s.timer["timer_id"] != d["timer_id"]:
+        return
+    s.timer = None
+    if s.status == "waiting" and s.waiting_for == "timer":
+        s.status, s.waiting_for, s.status_reason = "running", None, ""
+
+
+def _hibernated(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.hibernated = {
+        "snapshot_id": d["snapshot_id"],
+        "status": s.status,
+        "status_reason": s.status_reason,
+    }
+    s.status, s.status_reason = "hibernated", f"hibernated in snapshot {d['snapshot_id']}"
+
+
+def _restored(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    h = s.hibernated or {}
+    if s.status == "hibernated":
+        s.status, s.status_reason = h.get("status", "waiting"), h.get("status_reason", "")
+    s.hibernated = None
+
+
+def _born_from(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.agent_id = ev.agent_id
+    s.tenant = d["tenant"]
+    s.name = d["name"]
+    carried = d["state"]
+    for name in CARRIED:
+        if name in carried:
+            setattr(s, name, carried[name])
+    s.origin = dict(d["origin"])
+
+
+def _moved(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.status, s.waiting_for = "moved", None
+    s.status_reason = f"moved out in archive {d['archive_id']}; it runs only where imported"
+    s.hibernated = None
+
+
 # the folds of the later kinds (governance and integrity), one function each
 KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.AUTONOMY_CHANGED: _autonomy_changed,
@@ -443,6 +553,13 @@ KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.SESSION_PROFILED: _session_profiled,
     Kind.VIOLATION: _violation,
     Kind.VIOLATION_CLEARED: _violation_cleared,
+    Kind.TIMER_SET: _timer_set,
+    Kind.TIMER_FIRED: _timer_fired,
+    Kind.HIBERNATED: _hibernated,
+    Kind.RESTORED: _restored,
+    Kind.AGENT_FORKED: _born_from,
+    Kind.AGENT_IMPORTED: _born_from,
+    Kind.AGENT_MOVED: _moved,
 }
 
 

@@ -13,6 +13,9 @@ Actions are plain JSON objects, as they are stored in the journal:
 * ``{"type": "complete_goal", "id": ID}``
 * ``{"type": "finish", "summary": TEXT}``
 * ``{"type": "wait_for_input", "prompt": TEXT}``
+* ``{"type": "wait", "seconds": N}`` or ``{"type": "wait", "until": EPOCH_SECONDS}``,
+  with an optional ``"reason"``: a durable timer; the agent waits (and may be
+  hibernated) until it fires, once, on whichever worker is up by then;
 * ``{"type": "message", "to": AGENT, "text": TEXT, "kind": "message" | "result"}``:
   a signed message to another agent of the same tenant;
 * ``{"type": "delegate", "to": AGENT, "grant": GRANT, "narrow": {...}}``: hand
@@ -41,6 +44,7 @@ ACTION_TYPES = (
     "complete_goal",
     "finish",
     "wait_for_input",
+    "wait",
     "message",
     "delegate",
     *ESCALATIONS,
@@ -130,6 +134,8 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
         return {"type": "finish", "summary": "" if value is None else str(value)}
     if key == "wait_for_input":
         return {"type": "wait_for_input", "prompt": "" if value is None else str(value)}
+    if key == "wait":
+        return _wait(value, where)
     if key in ESCALATIONS:
         return {"type": key, "request": value}
     if key == "message":
@@ -162,6 +168,22 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
     )
 
 
+def _wait(value: Any, where: str) -> dict[str, Any]:
+    """``wait: SECONDS`` or ``wait: {seconds: N | until: EPOCH_SECONDS, reason: TEXT}``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = {"seconds": value}
+    if not isinstance(value, Mapping) or len({"seconds", "until"} & set(value)) != 1:
+        raise ScriptError(
+            f"{where}: 'wait' takes a number of seconds, or {{seconds: N}} or "
+            "{until: EPOCH_SECONDS}, with an optional reason"
+        )
+    when = "seconds" if "seconds" in value else "until"
+    number = value[when]
+    if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
+        raise ScriptError(f"{where}: 'wait' {when} must be a number of seconds, 0 or more")
+    return {"type": "wait", when: number, "reason": str(value.get("reason", ""))}
+
+
 def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The short YAML form of an action given in its stored ``{"type": ...}`` form."""
     kind = item["type"]
@@ -177,6 +199,8 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
         return {kind: item.get(field)}
     if kind == "push_goal":
         return {kind: {"id": item.get("id"), "description": item.get("description", "")}}
+    if kind == "wait":
+        return {kind: {k: item[k] for k in ("seconds", "until", "reason") if k in item}}
     if kind in ESCALATIONS:
         return {kind: item.get("request")}
     if kind == "message":

@@ -423,6 +423,15 @@ class Activation:
                 self.verifier.finish(index, action.get("summary", ""))
             elif kind == "wait_for_input":
                 self.emit(Kind.INPUT_REQUESTED, action=index, prompt=action.get("prompt", ""))
+            elif kind == "wait":
+                due = action["until"] if "until" in action else self.clock.now() + action["seconds"]
+                self.emit(
+                    Kind.TIMER_SET,
+                    action=index,
+                    timer_id=new_id("tmr", self.clock, self.rng),
+                    due_at=float(due),
+                    reason=action.get("reason", ""),
+                )
             elif is_escalation(kind):
                 self.governor.refuse_escalation(index, action)
             elif kind in ("message", "delegate"):

@@ -7,11 +7,12 @@ lease; the runtime itself keeps nothing agent-specific between calls.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions, new_grant
 from .certificates import certifier_for
 from .groupcommit import GroupCommitter
+from .hibernation import settle_wake
 from .messages import messenger_for
 from .recovery import recover
 from .rollback import RollbackReport, rollback
@@ -194,7 +196,8 @@ class Runtime(AuthorityActions):
         )
         act.acquire()
         try:
-            if act.state.is_final:
+            settle_wake(act)  # a due timer fires; a woken agent's snapshot is restored
+            if act.state.is_final or act.state.status == "hibernated":
                 return Outcome(act.state, 0)
             restored = recover(act, new_id("act", self.clock, act.rng))
             steps = act.run_steps(max_steps)
@@ -204,11 +207,12 @@ class Runtime(AuthorityActions):
 
     # -- people's inputs --------------------------------------------------------
 
-    def append_as_person(self, agent_id: str, build: Callable[[State], list[NewEvent]]) -> State:
-        """Append what ``build`` makes of the current state, under a short lease.
+    @contextlib.contextmanager
+    def hold(self, agent_id: str) -> Iterator[Activation]:
+        """The agent's lease, held for a short piece of work that asks no model.
 
-        People's inputs go through the lease like a worker's writes, so they can
-        never interleave with a running step.
+        People's inputs, hibernation and restores go through the lease like a
+        worker's writes, so they can never interleave with a running step.
         """
         record = self.store.get_record(agent_id)
         act = Activation(
@@ -222,12 +226,17 @@ class Runtime(AuthorityActions):
         )
         act.acquire()
         try:
+            yield act
+        finally:
+            act.release()
+
+    def append_as_person(self, agent_id: str, build: Callable[[State], list[NewEvent]]) -> State:
+        """Append what ``build`` makes of the current state, under a short lease."""
+        with self.hold(agent_id) as act:
             for new in build(act.state):
                 act.emit_event(new)
             act.flush()
             return act.state
-        finally:
-            act.release()
 
     def accept(self, agent_id: str, proposal_id: str) -> State:
         """Run a proposed call now, under the authority of the person accepting it.

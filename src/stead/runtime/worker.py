@@ -1,8 +1,11 @@
 """A worker: runs every runnable agent in a store, many at a time.
 
 The worker looks for agents whose status says there is work (``created`` or
-``running``), runs each in its own activation on a pool of threads, and groups
-their commits (:mod:`.groupcommit`). An agent another live worker holds is
+``running``, or a timer that is due), runs each in its own activation on a pool
+of threads, and groups their commits (:mod:`.groupcommit`). It asks the store's
+index for them, so idle and hibernated agents cost it nothing. Agents that have
+waited longer than ``hibernate_after`` seconds are hibernated at the end of
+each pass. An agent another live worker holds is
 skipped; one whose holder died on this host is taken over at once, which is
 what brings a killed worker's agents back as soon as a new worker starts.
 
@@ -20,9 +23,8 @@ from dataclasses import dataclass, field
 from ..errors import LeaseHeld, SteadError
 from .activation import Outcome
 from .groupcommit import GroupCommitter
+from .hibernation import hibernate
 from .runtime import Runtime
-
-RUNNABLE = ("created", "running")
 
 
 @dataclass(slots=True)
@@ -32,6 +34,7 @@ class WorkerReport:
     ran: dict[str, str] = field(default_factory=dict)
     busy: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    hibernated: list[str] = field(default_factory=list)
     steps: int = 0
     commits: int = 0
     batches: int = 0
@@ -47,9 +50,13 @@ class Worker:
         tenant: str | None = None,
         on_outcome: Callable[[str, Outcome], None] | None = None,
         max_steps: int | None = None,
+        hibernate_after: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if hibernate_after is not None and hibernate_after < 0:
+            raise ValueError("hibernate_after must be 0 or more seconds")
+        self.hibernate_after = hibernate_after
         self.runtime = runtime
         self.concurrency = concurrency
         self.tenant = tenant
@@ -58,9 +65,24 @@ class Worker:
         self._stop = threading.Event()
 
     def runnable(self) -> list[str]:
-        return [
-            a.agent_id for a in self.runtime.store.list_agents(self.tenant) if a.status in RUNNABLE
-        ]
+        return self.runtime.store.agents_to_run(self.runtime.clock.now(), self.tenant)
+
+    def hibernate_idle(self, report: WorkerReport) -> None:
+        """Hibernate agents that have waited longer than ``hibernate_after``."""
+        if self.hibernate_after is None:
+            return
+        before = self.runtime.clock.now() - self.hibernate_after
+        for agent_id in self.runtime.store.idle_agents(before, self.tenant):
+            if self._stop.is_set():
+                return
+            try:
+                hibernate(self.runtime, agent_id, reason=f"idle for {self.hibernate_after:g}s")
+            except LeaseHeld:
+                continue  # someone is answering it right now: not idle after all
+            except SteadError as exc:
+                report.errors[agent_id] = f"could not hibernate: {exc}"
+                continue
+            report.hibernated.append(agent_id)
 
     @property
     def stopping(self) -> bool:
@@ -90,6 +112,7 @@ class Worker:
         finally:
             committer.close()
             report.commits, report.batches = committer.commits, committer.batches
+        self.hibernate_idle(report)
         return report
 
     def _run_one(self, agent_id: str, committer: GroupCommitter) -> Outcome | None:

@@ -87,6 +87,89 @@ class PolicyRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotRecord:
+    """A hibernated agent's workspace, frozen: made once, restored at most once.
+
+    The row is written in the same transaction as the agent's ``hibernated``
+    event and marked consumed in the same transaction as its ``restored`` event,
+    so the journal and the snapshot table can never disagree about it.
+    """
+
+    snapshot_id: str
+    agent_id: str
+    tenant: str
+    version: int
+    manifest: dict[str, str]
+    manifest_digest: str
+    files: int
+    bytes: int
+    stored_bytes: int
+    created_at: float
+    consumed_at: float | None = None
+    consumed_by: str | None = None
+
+    @property
+    def consumed(self) -> bool:
+        return self.consumed_at is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot_id": self.snapshot_id,
+            "agent_id": self.agent_id,
+            "tenant": self.tenant,
+            "version": self.version,
+            "manifest_digest": self.manifest_digest,
+            "files": self.files,
+            "bytes": self.bytes,
+            "stored_bytes": self.stored_bytes,
+            "created_at": self.created_at,
+            "consumed": self.consumed,
+            "consumed_at": self.consumed_at,
+            "consumed_by": self.consumed_by,
+        }
+
+
+def snapshot_made(ev: Event, tenant: str) -> SnapshotRecord:
+    """The snapshot row a ``hibernated`` event creates (every backend stores the same)."""
+    d = ev.data
+    return SnapshotRecord(
+        snapshot_id=d["snapshot_id"],
+        agent_id=ev.agent_id,
+        tenant=tenant,
+        version=ev.seq,
+        manifest=dict(d["manifest"]),
+        manifest_digest=d["manifest_digest"],
+        files=int(d["files"]),
+        bytes=int(d["bytes"]),
+        stored_bytes=int(d["stored_bytes"]),
+        created_at=ev.at,
+    )
+
+
+def consumed_message(snapshot_id: str, at: float | None, by: str | None) -> str:
+    """The one wording of "this snapshot cannot be restored (again)"."""
+    if at is None:
+        return (
+            f"snapshot {snapshot_id} is being restored by {by} right now; a snapshot "
+            "is restored once, and that restore continues the agent"
+        )
+    return (
+        f"snapshot {snapshot_id} was already restored (by {by}); a snapshot is restored "
+        "once, so that ids, entropy and credentials are never used twice. The agent "
+        "continues from that restore: see `stead show` and `stead snapshots`"
+    )
+
+
+def wake_at(state: State) -> float | None:
+    """When the agent's timer is due, for the store's index of timers."""
+    return None if state.timer is None else float(state.timer["due_at"])
+
+
+RUN_STATUSES = ("created", "running")
+"""Statuses in which an agent has work a worker should take."""
+
+
+@dataclass(frozen=True, slots=True)
 class Batch:
     """One agent's sealed events and the state they fold to, ready to append."""
 
@@ -345,6 +428,32 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def drop_signals(self, agent_id: str, signal_ids: Sequence[str]) -> None:
         """Forget requests that have been journaled."""
+
+    # -- hibernation ------------------------------------------------------------
+    # Snapshot rows are written by the backends' ``_write`` from the events it
+    # stores: a ``hibernated`` event inserts one (see :func:`snapshot_made`) and a
+    # ``restored`` event marks it consumed, refusing the whole write with
+    # :class:`~stead.errors.SnapshotConsumed` if it already was.
+
+    @abc.abstractmethod
+    def get_snapshot(self, snapshot_id: str) -> SnapshotRecord:
+        """One snapshot, or :class:`~stead.errors.NotFound`."""
+
+    @abc.abstractmethod
+    def list_snapshots(self, agent_id: str) -> list[SnapshotRecord]:
+        """The agent's snapshots, oldest first."""
+
+    @abc.abstractmethod
+    def agents_to_run(self, now: float, tenant: str | None = None) -> list[str]:
+        """Agents with work: runnable ones, and waiting or hibernated ones whose timer is due.
+
+        Backends answer from an index, so that a store of many idle agents
+        costs a worker nothing per idle agent.
+        """
+
+    @abc.abstractmethod
+    def idle_agents(self, before: float, tenant: str | None = None) -> list[str]:
+        """Waiting (not hibernated) agents whose last change is at or before ``before``."""
 
     # -- lifecycle ------------------------------------------------------------
 

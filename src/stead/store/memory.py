@@ -9,14 +9,34 @@ durable backend could not store fails here too.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..canonical import dumps, loads
-from ..errors import LeaseHeld, NotFound, StaleEpoch, StoreError, VersionConflict
-from ..journal import Event
+from ..errors import (
+    LeaseHeld,
+    NotFound,
+    SnapshotConsumed,
+    StaleEpoch,
+    StoreError,
+    VersionConflict,
+)
+from ..journal import Event, Kind
 from ..state import State
-from .base import AgentRecord, AgentSummary, Lease, PolicyRecord, Store, lease_held_message
+from .base import (
+    RUN_STATUSES,
+    AgentRecord,
+    AgentSummary,
+    Lease,
+    PolicyRecord,
+    SnapshotRecord,
+    Store,
+    consumed_message,
+    lease_held_message,
+    snapshot_made,
+    wake_at,
+)
 
 
 def _copy(value: Any) -> Any:
@@ -36,6 +56,9 @@ class MemoryStore(Store):
         self._secrets: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._policies: dict[str, list[PolicyRecord]] = {}
         self._signals: dict[str, dict[str, tuple[str, float]]] = {}
+        self._snapshots: dict[str, SnapshotRecord] = {}
+        # (status, wake_at) of each agent, as an index for the worker's queries
+        self._index: dict[str, tuple[str, float | None]] = {}
 
     def _create(
         self, record: AgentRecord, events: Sequence[Event], state: State, at: float
@@ -52,6 +75,7 @@ class MemoryStore(Store):
             self._events[record.agent_id] = [self._stored(e) for e in events]
             self._states[record.agent_id] = dumps(state.to_json())
             self._updated[record.agent_id] = at
+            self._index[record.agent_id] = (state.status, wake_at(state))
 
     @staticmethod
     def _stored(ev: Event) -> Event:
@@ -121,9 +145,68 @@ class MemoryStore(Store):
                     f"{expected_version} refused, the agent is at "
                     f"version {stored_version}; reload and retry"
                 )
+            snapshots = self._snapshot_changes(events, state.tenant)
             self._events[agent_id].extend(self._stored(e) for e in events)
             self._states[agent_id] = dumps(state.to_json())
             self._updated[agent_id] = at
+            self._index[agent_id] = (state.status, wake_at(state))
+            self._snapshots.update(snapshots)
+
+    def _snapshot_changes(
+        self, events: Sequence[Event], tenant: str
+    ) -> dict[str, SnapshotRecord]:
+        """The snapshot rows ``events`` make or consume; refuse a second consumption."""
+        changes: dict[str, SnapshotRecord] = {}
+        for ev in events:
+            if ev.kind == Kind.HIBERNATED:
+                made = snapshot_made(ev, tenant)
+                changes[made.snapshot_id] = made
+            elif ev.kind == Kind.RESTORED:
+                sid = ev.data["snapshot_id"]
+                row = changes.get(sid) or self._snapshots.get(sid)
+                if row is None:
+                    raise NotFound(f"no snapshot {sid}; `stead snapshots AGENT` lists them")
+                if row.consumed:
+                    raise SnapshotConsumed(consumed_message(sid, row.consumed_at, row.consumed_by))
+                changes[sid] = replace(row, consumed_at=ev.at, consumed_by=ev.data["by"])
+        return changes
+
+    def get_snapshot(self, snapshot_id: str) -> SnapshotRecord:
+        with self._lock:
+            try:
+                return self._snapshots[snapshot_id]
+            except KeyError:
+                raise NotFound(
+                    f"no snapshot {snapshot_id}; `stead snapshots AGENT` lists an agent's"
+                ) from None
+
+    def list_snapshots(self, agent_id: str) -> list[SnapshotRecord]:
+        self.get_record(agent_id)
+        with self._lock:
+            rows = [r for r in self._snapshots.values() if r.agent_id == agent_id]
+        return sorted(rows, key=lambda r: r.version)
+
+    def agents_to_run(self, now: float, tenant: str | None = None) -> list[str]:
+        with self._lock:
+            return sorted(
+                a
+                for a, (status, due) in self._index.items()
+                if (tenant is None or self._records[a].tenant == tenant)
+                and (
+                    status in RUN_STATUSES
+                    or (status in ("waiting", "hibernated") and due is not None and due <= now)
+                )
+            )
+
+    def idle_agents(self, before: float, tenant: str | None = None) -> list[str]:
+        with self._lock:
+            return sorted(
+                a
+                for a, (status, _) in self._index.items()
+                if status == "waiting"
+                and self._updated[a] <= before
+                and (tenant is None or self._records[a].tenant == tenant)
+            )
 
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import NotFound, SteadError, UsageError
 from ..journal import Event
 from ..state import State
-from .base import AgentRecord, AgentSummary, Batch, Lease, PolicyRecord, Store
+from .base import AgentRecord, AgentSummary, Batch, Lease, PolicyRecord, SnapshotRecord, Store
 
 
 def _missing(agent_id: str) -> NotFound:
@@ -167,6 +167,27 @@ class TenantStore(Store):
     def drop_signals(self, agent_id: str, signal_ids: Sequence[str]) -> None:
         self._check(agent_id)
         self.inner.drop_signals(agent_id, signal_ids)
+
+    def get_snapshot(self, snapshot_id: str) -> SnapshotRecord:
+        record = self.inner.get_snapshot(snapshot_id)
+        if record.tenant != self.tenant:
+            # the same words as for a snapshot that does not exist
+            raise NotFound(f"no snapshot {snapshot_id}; `stead snapshots AGENT` lists an agent's")
+        return record
+
+    def list_snapshots(self, agent_id: str) -> list[SnapshotRecord]:
+        self._check(agent_id)
+        return self.inner.list_snapshots(agent_id)
+
+    def agents_to_run(self, now: float, tenant: str | None = None) -> list[str]:
+        if tenant is not None and tenant != self.tenant:
+            return []
+        return self.inner.agents_to_run(now, self.tenant)
+
+    def idle_agents(self, before: float, tenant: str | None = None) -> list[str]:
+        if tenant is not None and tenant != self.tenant:
+            return []
+        return self.inner.idle_agents(before, self.tenant)
 
     def close(self) -> None:
         self.inner.close()

@@ -77,4 +77,26 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (agent_id, signal_id)
     );
     """,
+    # 5: hibernation. Snapshots (made and consumed in the transactions of the
+    # events that say so), and what a worker asks of every agent: is there work,
+    # or a timer due? answered from one index however many agents are idle
+    """
+    ALTER TABLE agents ADD COLUMN wake_at REAL;
+    CREATE INDEX agents_work ON agents (status, wake_at);
+    CREATE TABLE snapshots (
+        snapshot_id     TEXT PRIMARY KEY,
+        agent_id        TEXT NOT NULL,
+        tenant          TEXT NOT NULL,
+        version         INTEGER NOT NULL,
+        manifest        TEXT NOT NULL,
+        manifest_digest TEXT NOT NULL,
+        files           INTEGER NOT NULL,
+        bytes           INTEGER NOT NULL,
+        stored_bytes    INTEGER NOT NULL,
+        created_at      REAL NOT NULL,
+        consumed_at     REAL,
+        consumed_by     TEXT
+    );
+    CREATE INDEX snapshots_agent ON snapshots (agent_id, version);
+    """,
 ]
