@@ -98,6 +98,8 @@ def status_style(status: str) -> str:
         "needs_attention": "yellow",
         "waiting": "cyan",
         "running": "blue",
+        "hibernated": "magenta",
+        "moved": "white",
     }.get(status, "white")
 
 
@@ -125,6 +127,10 @@ def describe_stop(state: State) -> list[str]:
                 f"    answer with: stead approve {aid} [--valid-for 15m]  or  "
                 f'stead deny {aid} --reason "..."'
             )
+    if state.status == "hibernated":
+        lines.append(f"  wake with: stead wake {agent}  (or any message: stead send {agent} TEXT)")
+    if state.timer is not None:
+        lines.append(f"  timer {state.timer['timer_id']} due at {state.timer['due_at']:.0f}")
     if state.status == "needs_attention" and not state.unknown:
         lines.append(f"  continue with: stead resume {agent}")
     return lines

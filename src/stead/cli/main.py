@@ -26,7 +26,18 @@ from ..errors import (
     ToolError,
     UsageError,
 )
-from . import agents, demo, doctor, governance, inspect, integrity, secret, selftest, work
+from . import (
+    agents,
+    demo,
+    doctor,
+    governance,
+    hibernation,
+    inspect,
+    integrity,
+    secret,
+    selftest,
+    work,
+)
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 
 
@@ -45,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     work.register(sub, common)
     governance.register(sub, common)
     integrity.register(sub, common)
+    hibernation.register(sub, common)
     doctor.register(sub, common)
     secret.register(sub, common)
     selftest.register(sub, common)

@@ -41,12 +41,25 @@ def register(
         metavar="SECONDS",
         help="with --forever, how often to look for work (default 1)",
     )
+    p.add_argument(
+        "--hibernate-after",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="hibernate agents that have waited this long (default 300)",
+    )
+    p.add_argument("--no-hibernate", action="store_true", help="never hibernate idle agents")
     p.set_defaults(func=cmd_work)
 
 
 def cmd_work(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
-    worker = Worker(rt, concurrency=args.concurrency, tenant=tenant_of(args))
+    worker = Worker(
+        rt,
+        concurrency=args.concurrency,
+        tenant=tenant_of(args),
+        hibernate_after=None if args.no_hibernate else args.hibernate_after,
+    )
 
     def stop(signum: int, frame: FrameType | None) -> None:
         err.print("stopping: no new agents will start; running activations finish")
@@ -72,6 +85,7 @@ def cmd_work(args: argparse.Namespace) -> int:
                 "ran": total.ran,
                 "busy": total.busy,
                 "errors": total.errors,
+                "hibernated": total.hibernated,
                 "steps": total.steps,
                 "commits": total.commits,
                 "batches": total.batches,
@@ -85,6 +99,8 @@ def cmd_work(args: argparse.Namespace) -> int:
             table.add_row(agent_id, "[yellow]held by another worker[/]")
         for agent_id, message in total.errors.items():
             table.add_row(agent_id, f"[red]error[/]: {message}")
+        for agent_id in total.hibernated:
+            table.add_row(agent_id, "[magenta]hibernated[/] (idle)")
         out.print(table)
         out.print(
             f"{len(total.ran)} agents, {total.steps} steps, {total.batches} batches in "
@@ -97,6 +113,7 @@ def _merge(total: WorkerReport, report: WorkerReport) -> None:
     total.ran.update(report.ran)
     total.busy = sorted(set(total.busy) | set(report.busy))
     total.errors.update(report.errors)
+    total.hibernated = sorted(set(total.hibernated) | set(report.hibernated))
     total.steps += report.steps
     total.commits += report.commits
     total.batches += report.batches

@@ -22,6 +22,8 @@ from ..state import State, apply_in_place
 
 LEDGER_KINDS = (
     Kind.AGENT_CREATED,
+    Kind.AGENT_FORKED,
+    Kind.AGENT_IMPORTED,
     Kind.AUTONOMY_CHANGED,
     Kind.GRANT_ADDED,
     Kind.GRANT_REVOKED,

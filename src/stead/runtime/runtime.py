@@ -40,11 +40,12 @@ from ..sandbox.workspace import Workspace
 from ..spec import AgentSpec
 from ..state import State
 from ..store import open_store
-from ..store.base import AgentRecord, Store
+from ..store.base import AgentRecord, SnapshotRecord, Store
 from ..store.blobs import BlobStore
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
 from ..tools.registry import load_tools
+from . import hibernation, lineage
 from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions, new_grant
 from .certificates import certifier_for
@@ -354,6 +355,41 @@ class Runtime(AuthorityActions):
         return rollback(
             self, agent_id, to_version=to_version, downstream_of=downstream_of, tools=tools
         )
+
+    # -- hibernation, forks and archives (see .hibernation and .lineage) ----------
+
+    def hibernate(self, agent_id: str, reason: str = "requested") -> SnapshotRecord:
+        """Freeze a waiting agent's workspace into a snapshot; it then costs only storage."""
+        return hibernation.hibernate(self, agent_id, reason)
+
+    def restore(self, snapshot_id: str) -> State:
+        """Restore a snapshot (once ever); the agent continues from it on the next run."""
+        return hibernation.restore(self, snapshot_id)
+
+    def wake(self, agent_id: str) -> State:
+        """Restore a hibernated agent's current snapshot."""
+        return hibernation.wake(self, agent_id)
+
+    def fork(
+        self,
+        agent_id: str,
+        *,
+        at_version: int | None = None,
+        with_grants: bool = False,
+        name: str | None = None,
+    ) -> State:
+        """A new agent (new id, key, workspace copy) from a past or the current version."""
+        return lineage.fork(
+            self, agent_id, at_version=at_version, with_grants=with_grants, name=name
+        )
+
+    def export(self, agent_id: str, path: str | Path, *, move: bool = False) -> dict[str, Any]:
+        """Write the agent's signed archive; with ``move`` the source can no longer run."""
+        return lineage.export(self, agent_id, Path(path), move=move)
+
+    def import_archive(self, path: str | Path, *, with_grants: bool = False) -> State:
+        """Read an archive into this store as a new agent."""
+        return lineage.import_archive(self, Path(path), with_grants=with_grants)
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""

@@ -9,8 +9,8 @@ durable backend could not store fails here too.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..canonical import dumps, loads
@@ -152,9 +152,7 @@ class MemoryStore(Store):
             self._index[agent_id] = (state.status, wake_at(state))
             self._snapshots.update(snapshots)
 
-    def _snapshot_changes(
-        self, events: Sequence[Event], tenant: str
-    ) -> dict[str, SnapshotRecord]:
+    def _snapshot_changes(self, events: Sequence[Event], tenant: str) -> dict[str, SnapshotRecord]:
         """The snapshot rows ``events`` make or consume; refuse a second consumption."""
         changes: dict[str, SnapshotRecord] = {}
         for ev in events:

@@ -63,9 +63,11 @@ INDEXED_KINDS = (
     "grant_added",
     "grant_revoked",
     "completion_certified",
+    "agent_forked",
+    "agent_imported",
 )
 _INDEXED_SQL = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
-"""The event kinds in the partial index ``events_kind`` (migration 3)."""
+"""The event kinds in the partial index ``events_kind`` (migrations 3 and 5)."""
 _PAGE = 2_000
 
 

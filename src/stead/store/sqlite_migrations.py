@@ -78,7 +78,8 @@ MIGRATIONS: list[str] = [
     );
     """,
     # 5: hibernation. Snapshots (made and consumed in the transactions of the
-    # events that say so), and what a worker asks of every agent: is there work,
+    # events that say so); forks and imports join the ledger's index (their first
+    # event is their creation); and what a worker asks of every agent: is there work,
     # or a timer due? answered from one index however many agents are idle
     """
     ALTER TABLE agents ADD COLUMN wake_at REAL;
@@ -98,5 +99,9 @@ MIGRATIONS: list[str] = [
         consumed_by     TEXT
     );
     CREATE INDEX snapshots_agent ON snapshots (agent_id, version);
+    DROP INDEX events_kind;
+    CREATE INDEX events_kind ON events (agent_id, kind, seq)
+        WHERE kind IN ('agent_created', 'autonomy_changed', 'grant_added', 'grant_revoked',
+                       'completion_certified', 'agent_forked', 'agent_imported');
     """,
 ]

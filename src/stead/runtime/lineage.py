@@ -1,0 +1,302 @@
+"""New agents from old ones: forks, and agents imported from an archive.
+
+Both are new identities. A fork or an import gets a new id, a new signing key
+(if its origin had one), fresh entropy in every activation, and a workspace of
+its own, rebuilt from the origin's manifest. Its journal starts with one event
+naming its origin (``agent_forked`` or ``agent_imported``) that carries what
+the agent knew and was doing (:data:`stead.state.CARRIED`): memory, goals,
+recent calls, status. It never carries authority: approvals are never copied,
+and grants only when asked for, a fork's as delegations from the origin's live
+grants (which can only narrow, and die with their source), an import's as new
+grants recorded by the person importing.
+
+``export --move`` makes an archive a transfer: the source is marked ``moved``
+(a final status) under its lease once the archive is durable, and an archive
+imports into a store at most once (the new id is derived from the archive id).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..canonical import dumps
+from ..errors import GovernanceError, NotFound, StoreError, UsageError
+from ..governance.grants import inactive_reason, narrower
+from ..governance.identity import IDENTITY_SECRET
+from ..ids import new_id
+from ..journal import Kind, NewEvent
+from ..sandbox.workspace import Manifest, Workspace
+from ..snapshots.archive import Archive, read_archive, write_archive
+from ..state import CARRIED, State
+from ..store.base import AgentRecord
+from .messages import mint_identity
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+def carried(state: State) -> dict[str, Any]:
+    """What a new agent takes over from ``state`` (never its identity or authority)."""
+    out = {name: getattr(state, name) for name in CARRIED}
+    if state.status == "hibernated" and state.hibernated is not None:
+        out["status"] = state.hibernated.get("status", "waiting")
+        out["status_reason"] = state.hibernated.get("status_reason", "")
+    return out
+
+
+def _at_step_boundary(state: State, agent_id: str, version: int) -> None:
+    if state.inflight is not None or state.pending or state.unknown:
+        raise UsageError(
+            f"version {version} of agent {agent_id} is in the middle of a step (a decision "
+            "whose actions are not all done, or a call without a result); fork at a "
+            "step boundary: the version of a step_completed event (`stead trace "
+            f"{agent_id}` lists them)"
+        )
+
+
+def fork(
+    rt: Runtime,
+    agent_id: str,
+    *,
+    at_version: int | None = None,
+    with_grants: bool = False,
+    name: str | None = None,
+) -> State:
+    """A new agent from the agent's state at ``at_version`` (default: now)."""
+    record = rt.store.get_record(agent_id)
+    latest = rt.store.load_state(agent_id)
+    version = latest.version if at_version is None else at_version
+    source = rt.store.state_at(agent_id, version)
+    _at_step_boundary(source, agent_id, version)
+    fork_id = new_id("ag", rt.clock)
+    origin = {
+        "kind": "fork",
+        "agent_id": agent_id,
+        "version": version,
+        "head_hash": source.head_hash,
+    }
+    born = NewEvent(
+        Kind.AGENT_FORKED,
+        {
+            "tenant": record.tenant,
+            "name": name or record.name,
+            "state": carried(source),
+            "origin": origin,
+            "by": rt.person(),
+        },
+    )
+    extra: list[NewEvent] = []
+    if with_grants:
+        extra += [
+            NewEvent(Kind.GRANT_ADDED, {"grant": g})
+            for g in _delegated(rt, agent_id, latest.grants, f"fork {fork_id}")
+        ]
+    return _give_birth(
+        rt, record, fork_id, name, born, extra, source.manifest, bool(source.public_key)
+    )
+
+
+def _delegated(
+    rt: Runtime, agent_id: str, grants: Mapping[str, Mapping[str, Any]], to: str
+) -> list[dict[str, Any]]:
+    """The origin's live grants, as delegations to ``to``: the same or narrower, never wider."""
+    now = rt.clock.now()
+    out = []
+    for gid, g in sorted(grants.items()):
+        if inactive_reason(g, now) is not None:
+            continue
+        child = {k: v for k, v in g.items() if k not in ("id", "uses", "by", "delegated_from")}
+        if g.get("max_uses") is not None:
+            child["max_uses"] = max(0, int(g["max_uses"]) - int(g.get("uses", 0)))
+        child["delegable"] = False
+        wider = narrower(child, g)
+        if wider is not None:  # cannot happen for a copy; refuse rather than widen
+            raise GovernanceError(f"grant {gid} cannot be delegated to {to}: {wider}")
+        out.append(
+            {
+                **child,
+                "id": new_id("gr", rt.clock),
+                "by": f"{rt.person()} (fork of {agent_id})",
+                "reason": f"delegated from {agent_id}'s grant {gid} when forked",
+                "delegated_from": {"agent": agent_id, "grant": gid},
+            }
+        )
+    return out
+
+
+def _give_birth(
+    rt: Runtime,
+    record: AgentRecord,
+    new_agent: str,
+    name: str | None,
+    born: NewEvent,
+    extra: list[NewEvent],
+    manifest: Manifest,
+    with_identity: bool,
+    tenant: str | None = None,
+) -> State:
+    """Create the agent and its own workspace copy, atomically enough to leave no half."""
+    tenant = tenant or record.tenant
+    now = rt.clock.now()
+    events = [born]
+    if with_identity:
+        # a new key pair, never the origin's: minted before the agent exists, so the
+        # agent is created with its identity in one transaction
+        events.append(mint_identity(rt, State(agent_id=new_agent, tenant=tenant))[1])
+    events += extra
+    new_record = AgentRecord(new_agent, tenant, name or record.name, record.spec, now)
+    ws = rt.workspace(new_agent, tenant)
+    staging = Workspace(ws.root.with_name(f".new-{new_agent}"), rt.blobs(tenant))
+    shutil.rmtree(staging.root, ignore_errors=True)
+    try:
+        staging.restore(manifest)
+        state = rt.store.create_agent(new_record, events, now)
+    except BaseException:
+        shutil.rmtree(staging.root, ignore_errors=True)
+        if with_identity:
+            rt.store.delete_secret(tenant, new_agent, IDENTITY_SECRET)
+        raise
+    shutil.rmtree(ws.root, ignore_errors=True)
+    os.replace(staging.root, ws.root)
+    return state
+
+
+# -- export and import ----------------------------------------------------------
+
+
+def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dict[str, Any]:
+    """Write the agent's archive to ``path``; with ``move``, retire the source."""
+    from .messages import ensure_identity
+
+    ensure_identity(rt, agent_id)  # the archive is signed with the agent's own key
+    with rt.hold(agent_id) as act:
+        state = act.state
+        if state.is_final and state.status == "moved":
+            raise UsageError(f"agent {agent_id} was moved out already; it has nothing to export")
+        _at_step_boundary(state, agent_id, state.version)
+        record = act.record
+        private = rt.vault().get(record.tenant, agent_id, IDENTITY_SECRET)
+        if private is None or state.public_key is None:
+            raise GovernanceError(f"agent {agent_id} has no signing key in the vault")
+        archive_id = new_id("arc", rt.clock, act.rng)
+        header = {
+            "archive_id": archive_id,
+            "created_at": rt.clock.now(),
+            "exported_by": rt.person(),
+            "move": move,
+            "agent": {
+                "agent_id": agent_id,
+                "tenant": record.tenant,
+                "name": record.name,
+                "spec": record.spec,
+                "created_at": record.created_at,
+            },
+            "head_hash": state.head_hash,
+            "public_key": state.public_key,
+        }
+        blobs = rt.blobs(record.tenant)
+        digest = write_archive(
+            path, header, rt.store.read_events(agent_id), state, blobs.get, private
+        )
+        if move:
+            act.emit(Kind.AGENT_MOVED, archive_id=archive_id, archive_sha256=digest, by=rt.person())
+            act.flush()
+            shutil.rmtree(act.workspace.root, ignore_errors=True)
+        return {"archive_id": archive_id, "sha256": digest, "path": str(path), "move": move}
+
+
+def import_id(archive_id: str) -> str:
+    """The id an archive's agent gets in any store: one archive, at most one agent."""
+    return "ag_" + hashlib.sha256(archive_id.encode()).hexdigest()[:26]
+
+
+def import_archive(
+    rt: Runtime, path: Path, *, with_grants: bool = False, tenant: str | None = None
+) -> State:
+    """Read a verified archive into this store as a new agent (see the module docstring)."""
+    archive = read_archive(path)  # ArchiveError before anything is written
+    head = archive.header["agent"]
+    tenant = tenant or rt.tenant or head["tenant"]
+    new_agent = import_id(archive.archive_id)
+    try:
+        rt.store.get_record(new_agent)
+    except NotFound:
+        pass
+    else:
+        raise StoreError(
+            f"archive {archive.archive_id} was imported into this store already, as agent "
+            f"{new_agent}; an archive is imported once (export again for another copy)"
+        )
+    blobs = rt.blobs(tenant)
+    written = [d for d in archive.blobs if not blobs.has(d)]
+    journal = b"".join(_line(e.to_json()) for e in archive.events)
+    if not blobs.has(hashlib.sha256(journal).hexdigest()):
+        written.append(hashlib.sha256(journal).hexdigest())
+    journal_blob = blobs.put(journal)
+    for digest in archive.blobs:
+        blobs.put(archive.blobs[digest], digest)
+    record = AgentRecord(new_agent, tenant, head["name"], head["spec"], head["created_at"])
+    origin = {
+        "kind": "import",
+        "agent_id": head["agent_id"],
+        "tenant": head["tenant"],
+        "version": archive.state.version,
+        "head_hash": archive.header["head_hash"],
+        "archive_id": archive.archive_id,
+        "move": archive.move,
+        "journal_blob": journal_blob,
+    }
+    born = NewEvent(
+        Kind.AGENT_IMPORTED,
+        {
+            "tenant": tenant,
+            "name": head["name"],
+            "state": carried(archive.state),
+            "origin": origin,
+            "by": rt.person(),
+        },
+    )
+    extra = [NewEvent(Kind.GRANT_ADDED, {"grant": g}) for g in _regranted(rt, archive, with_grants)]
+    try:
+        return _give_birth(
+            rt, record, new_agent, None, born, extra, archive.state.manifest, True, tenant
+        )
+    except BaseException:
+        for digest in written:  # nothing partial is left behind
+            _forget_blob(blobs.root, digest)
+        raise
+
+
+def _regranted(rt: Runtime, archive: Archive, with_grants: bool) -> list[dict[str, Any]]:
+    if not with_grants:
+        return []
+    now = rt.clock.now()
+    out = []
+    for gid, g in sorted(archive.state.grants.items()):
+        if inactive_reason(g, now) is not None or g.get("delegated_from"):
+            continue  # a delegation's source is in the other store: it does not travel
+        out.append(
+            {
+                **{k: v for k, v in g.items() if k not in ("uses",)},
+                "id": new_id("gr", rt.clock),
+                "by": rt.person(),
+                "reason": f"carried over from grant {gid} of archive {archive.archive_id}",
+                "delegated_from": None,
+            }
+        )
+    return out
+
+
+def _line(obj: Any) -> bytes:
+    return dumps(obj).encode() + b"\n"
+
+
+def _forget_blob(root: Path, digest: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (root / digest[:2] / digest[2:]).unlink()

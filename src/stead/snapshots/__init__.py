@@ -1,0 +1,1 @@
+"""Portable forms of an agent: the archive written by ``stead export``."""
