@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 def carried(state: State) -> dict[str, Any]:
     """What a new agent takes over from ``state`` (never its identity or authority)."""
     out = {name: getattr(state, name) for name in CARRIED}
+    # a call's "seq" points into the origin's journal, not the new one's: provenance
+    # must never draw an edge to an unrelated event of the new journal
+    out["recent_calls"] = [{k: v for k, v in c.items() if k != "seq"} for c in state.recent_calls]
     if state.status == "hibernated" and state.hibernated is not None:
         out["status"] = state.hibernated.get("status", "waiting")
         out["status_reason"] = state.hibernated.get("status_reason", "")
@@ -115,7 +118,9 @@ def _delegated(
         if g.get("max_uses") is not None:
             child["max_uses"] = max(0, int(g["max_uses"]) - int(g.get("uses", 0)))
         child["delegable"] = False
-        wider = narrower(child, g)
+        # the person forking grants it, so the source need not be delegable; the
+        # copy must still be no wider than its source
+        wider = narrower(child, {**g, "delegable": True})
         if wider is not None:  # cannot happen for a copy; refuse rather than widen
             raise GovernanceError(f"grant {gid} cannot be delegated to {to}: {wider}")
         out.append(

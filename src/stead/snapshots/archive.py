@@ -1,18 +1,21 @@
 """The portable archive of one agent: a versioned, checksummed, signed file.
 
-An archive is a POSIX tar file whose members are, in this order::
+An archive is one file, written and read front to back::
 
-    stead-archive.json        the header (plain JSON, below)
-    journal.jsonl.zst         every event of the agent, one JSON object a line
-    state.json.zst            the agent's state at the exported version
-    blobs/<sha256>.zst        the content of each file of that state's workspace
+    stead-archive 1\n                      magic and format version
+    <name> <length>\n<bytes>\n             a member, repeated, in this order:
+        stead-archive.json                 the header (plain JSON, below)
+        journal.jsonl.zst                  every event of the agent, a JSON object a line
+        state.json.zst                     the agent's state at the exported version
+        blobs/<sha256>.zst                 the content of each file of its workspace
+    sha256 <hex>\n                         the SHA-256 of every byte before this line
 
-Every member but the header is a zstandard frame. The header names the format
-and its version, the agent (record and head), and, for every other member, its
-SHA-256 and size; it is signed with the agent's Ed25519 key, whose public half
-is in the header and must be the one the journal's ``identity_created`` event
-gives. So a flipped byte anywhere is caught by a checksum, and a header edited
-to match is caught by the signature.
+Every member but the header is a zstandard frame. The header names the agent
+(record and head) and, for every other member, its SHA-256 and size; it is
+signed with the agent's Ed25519 key, whose public half is in the header and must
+be the one the journal's ``identity_created`` event gives. So a flipped byte
+anywhere is caught by the file's checksum, a member swapped for another by the
+member checksums, and a header rewritten to match by the signature.
 
 :func:`read_archive` checks all of that, and that the journal's hash chain
 holds and folds to the state, before it returns anything: a corrupt,
@@ -26,9 +29,7 @@ wrote; ``tests/golden/`` holds an archive of each.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import tarfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ VERSION = 1
 HEADER = "stead-archive.json"
 JOURNAL = "journal.jsonl.zst"
 STATE = "state.json.zst"
+MAGIC = f"stead-archive {VERSION}\n".encode()
 MAX_MEMBER_BYTES = 4 * 1024**3
 """No member of an archive stead writes is larger; a bigger one is refused unread."""
 
@@ -112,24 +114,17 @@ def write_archive(
     }
     key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_key_hex))
     full["signature"] = key.sign(signed_part(full)).hex()
+    body = bytearray(MAGIC)
+    for name, data in [(HEADER, dumps(full).encode()), *parts.items()]:
+        body += f"{name} {len(data)}\n".encode() + data + b"\n"
+    body += f"sha256 {_sha(bytes(body))}\n".encode()
     tmp = path.with_name(f".{path.name}.partial")
     with open(tmp, "wb") as fh:
-        with tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            _add(tar, HEADER, dumps(full).encode())
-            for name, data in parts.items():
-                _add(tar, name, data)
+        fh.write(body)
         fh.flush()
         os.fsync(fh.fileno())
     tmp.replace(path)
-    return _sha(path.read_bytes())
-
-
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mode = 0o644
-    info.mtime = 0  # the same content makes the same bytes
-    tar.addfile(info, io.BytesIO(data))
+    return _sha(bytes(body))
 
 
 def read_archive(path: Path) -> Archive:
@@ -173,23 +168,43 @@ def read_archive(path: Path) -> Archive:
 
 def _members(path: Path) -> dict[str, bytes]:
     try:
-        with tarfile.open(path, mode="r:") as tar:
-            found: dict[str, bytes] = {}
-            for info in tar:
-                if not info.isfile() or info.size > MAX_MEMBER_BYTES:
-                    raise ArchiveError(f"{path}: member {info.name!r} is not a plain file")
-                if info.name in found:
-                    raise ArchiveError(f"{path}: member {info.name!r} appears twice")
-                fh = tar.extractfile(info)
-                assert fh is not None
-                found[info.name] = fh.read()
-            return found
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ArchiveError(f"no archive at {path}") from None
-    except (tarfile.TarError, EOFError, OSError) as exc:
+    except OSError as exc:
+        raise ArchiveError(f"cannot read {path}: {exc.strerror}") from None
+    if not raw.startswith(MAGIC.split(b" ")[0] + b" "):
+        raise ArchiveError(f"{path} is not a stead archive (it does not start with {MAGIC!r})")
+    body, _, trailer = raw[:-1].rpartition(b"\n")
+    body += b"\n"
+    if not raw.endswith(b"\n") or not trailer.startswith(b"sha256 "):
+        raise ArchiveError(f"{path} is truncated: it does not end with its checksum line")
+    if trailer[7:].decode("ascii", "replace") != _sha(body):
         raise ArchiveError(
-            f"{path} is truncated or not a stead archive ({exc}); nothing was imported"
-        ) from None
+            f"{path} does not match its checksum: it is damaged, truncated or was changed "
+            "after it was written; nothing was imported"
+        )
+    first = body.index(b"\n") + 1
+    version_word = body[len(b"stead-archive ") : first - 1]
+    if version_word != b"1":
+        raise ArchiveError(
+            f"{path} has archive format version {version_word.decode('ascii', 'replace')}, "
+            f"but this stead reads versions up to {VERSION}; upgrade stead to import it"
+        )
+    found: dict[str, bytes] = {}
+    at = first
+    while at < len(body):
+        end = body.find(b"\n", at)
+        name, _, size = body[at:end].decode("utf-8", "replace").rpartition(" ")
+        if end < 0 or not name or not size.isdigit() or name in found:
+            raise ArchiveError(f"{path}: a member's framing is not valid at byte {at}")
+        start = end + 1
+        stop = start + int(size)
+        if body[stop : stop + 1] != b"\n":
+            raise ArchiveError(f"{path}: member {name!r} does not end where its length says")
+        found[name] = bytes(body[start:stop])
+        at = stop + 1
+    return found
 
 
 def _check_header(path: Path, header: Any) -> None:

@@ -1,0 +1,262 @@
+"""Forks and archives: new identities, a workspace of their own, no authority carried silently."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stead import FakeClock, Kind, Runtime
+from stead.errors import ArchiveError, SteadError, StoreError, UsageError
+from stead.runtime.messages import ensure_identity
+from stead.snapshots.archive import HEADER, read_archive
+
+from stead.tools.base import as_tool
+from stead.tools.builtin import BUILTINS
+
+from ..governance.agents import TOOLS as GOV_TOOLS
+from ..governance.agents import make_agent, runtime_at
+
+SCRIPT: list[Any] = [
+    {"tool": "write_file", "args": {"path": "plan/steps.md", "content": "ship it\n" * 50}},
+    {"tool": "deploy", "args": {"target": "staging"}},
+    {"remember": {"stage": "deployed"}},
+    {"wait_for_input": "deploy to prod?"},
+    {"tool": "deploy", "args": {"target": "prod"}},
+    {"finish": "both deployed"},
+]
+SCOPE = [
+    {"tool": "deploy", "args": {"target": {"one_of": ["staging", "prod"]}}, "max_uses": 5},
+    {"tool": "write_file", "args": {"path": {"glob": "plan/*"}}},
+]
+TOOLS = {**GOV_TOOLS, "write_file": as_tool(BUILTINS["write_file"])}
+
+
+def waiting_agent(rt: Runtime, tmp_path: Path) -> str:
+    agent = make_agent(rt, tmp_path, SCRIPT, scope=SCOPE, tools=[])
+    ensure_identity(rt, agent)
+    rt.run(agent, tools=TOOLS)
+    assert list(rt.store.load_state(agent).manifest) == ["plan/steps.md"]
+    return agent
+
+
+def events(rt: Runtime, agent: str) -> list[Any]:
+    return list(rt.store.read_events(agent))
+
+
+def test_a_fork_is_a_new_identity_with_its_own_workspace_and_no_grants(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path, FakeClock())
+    agent = waiting_agent(rt, tmp_path)
+    origin = rt.store.load_state(agent)
+    fork = rt.fork(agent)
+    assert fork.agent_id != agent
+    assert fork.public_key is not None and fork.public_key != origin.public_key
+    assert fork.grants == {} and fork.approvals == {}
+    assert fork.memory == {"stage": "deployed"} and fork.status == "waiting"
+    first = events(rt, fork.agent_id)[0]
+    assert first.kind == Kind.AGENT_FORKED
+    assert first.data["origin"] == {
+        "kind": "fork",
+        "agent_id": agent,
+        "version": origin.version,
+        "head_hash": origin.head_hash,
+    }
+    # its own copy of the workspace: a change in one is not seen in the other
+    mine = rt.workspace(fork.agent_id, "default").root
+    theirs = rt.workspace(agent, "default").root
+    assert (mine / "plan/steps.md").read_text() == (theirs / "plan/steps.md").read_text()
+    (mine / "plan/steps.md").write_text("changed in the fork\n")
+    assert (theirs / "plan/steps.md").read_text() == "ship it\n" * 50
+    # without grants, the fork's next deploy is refused, while the origin's runs
+    rt.send(fork.agent_id, "yes")
+    rt.run(fork.agent_id, tools=TOOLS)
+    (result,) = [e for e in events(rt, fork.agent_id) if e.kind == Kind.TOOL_RESULT]
+    assert not result.data["ok"] and "no grant" in result.data["error"]
+    decisions = [e for e in events(rt, fork.agent_id) if e.kind == Kind.DECISION]
+    assert decisions[0].data["context_events"] == []  # nothing of the origin's journal
+    rt.send(agent, "yes")
+    assert rt.run(agent, tools=TOOLS).state.status == "completed"
+
+
+def test_forked_grants_are_delegations_that_die_with_their_source(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path, FakeClock())
+    agent = waiting_agent(rt, tmp_path)
+    grants = rt.store.load_state(agent).grants
+    (gid,) = [g for g, v in grants.items() if v["tool"] == "deploy"]
+    grant = grants[gid]
+    fork = rt.fork(agent, with_grants=True)
+    (child,) = [g for g in fork.grants.values() if g["tool"] == "deploy"]
+    assert child["delegated_from"] == {"agent": agent, "grant": gid}
+    assert child["max_uses"] == grant["max_uses"] - 1  # the origin used one
+    assert child["delegable"] is False and child["id"] != gid
+    rt.revoke(agent, gid, "no more deploys")
+    rt.send(fork.agent_id, "yes")
+    rt.run(fork.agent_id, tools=TOOLS)
+    (result,) = [e for e in events(rt, fork.agent_id) if e.kind == Kind.TOOL_RESULT]
+    assert not result.data["ok"] and "revoked" in result.data["error"]
+
+
+def test_a_fork_from_a_past_version_and_not_from_the_middle_of_a_step(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path, FakeClock())
+    agent = waiting_agent(rt, tmp_path)
+    journal = events(rt, agent)
+    first_step = next(e.seq for e in journal if e.kind == Kind.STEP_COMPLETED)
+    past = rt.fork(agent, at_version=first_step)
+    assert past.memory == {} and past.status == "running"
+    mid = next(e.seq for e in journal if e.kind == Kind.TOOL_INTENT)
+    with pytest.raises(UsageError, match="middle of a step"):
+        rt.fork(agent, at_version=mid)
+
+
+def test_export_and_import_make_a_new_identity_in_another_store(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")
+    origin = rt.store.load_state(agent)
+    archive = tmp_path / "agent.stead"
+    done = rt.export(agent, archive)
+    assert done["move"] is False and archive.exists()
+
+    other = runtime_at(tmp_path / "b", FakeClock())
+    imported = other.import_archive(archive)
+    assert imported.agent_id != agent
+    assert imported.public_key is not None and imported.public_key != origin.public_key
+    assert imported.grants == {} and imported.approvals == {}
+    assert imported.memory == origin.memory and imported.status == "waiting"
+    assert imported.origin is not None and imported.origin["archive_id"] == done["archive_id"]
+    ws = other.workspace(imported.agent_id, "default").root
+    assert (ws / "plan/steps.md").read_text() == "ship it\n" * 50
+    assert imported.manifest == origin.manifest
+    with pytest.raises(StoreError, match="imported into this store already"):
+        other.import_archive(archive)
+    # the copy's source still runs: it was not a move
+    rt.send(agent, "yes")
+    assert rt.run(agent, tools=TOOLS).state.status == "completed"
+
+
+def test_a_moved_agent_runs_only_where_it_was_imported(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")
+    archive = tmp_path / "agent.stead"
+    rt.export(agent, archive, move=True)
+    source = rt.store.load_state(agent)
+    assert source.status == "moved" and source.is_final
+    assert rt.run(agent, tools=TOOLS).steps == 0
+    with pytest.raises(SteadError, match="moved"):
+        rt.send(agent, "yes")
+    with pytest.raises(UsageError):
+        rt.export(agent, tmp_path / "again.stead")
+
+    other = runtime_at(tmp_path / "b", FakeClock())
+    moved = other.import_archive(archive, with_grants=True)
+    assert len(moved.grants) == 2
+    for grant in moved.grants.values():
+        assert grant["by"] == "alice@test" and "carried over" in grant["reason"]
+    other.send(moved.agent_id, "yes")
+    assert other.run(moved.agent_id, tools=TOOLS).state.status == "completed"
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x20
+    path.write_bytes(bytes(data))
+
+
+def members(raw: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """The magic line and members of an archive, by the framing docs/… describe."""
+    first = raw.index(b"\n") + 1
+    out, at = [], first
+    end_of_members = raw.rindex(b"sha256 ")
+    while at < end_of_members:
+        nl = raw.index(b"\n", at)
+        name, size = raw[at:nl].decode().rsplit(" ", 1)
+        out.append((name, raw[nl + 1 : nl + 1 + int(size)]))
+        at = nl + 1 + int(size) + 1
+    return raw[:first], out
+
+
+def rebuild(magic: bytes, parts: list[tuple[str, bytes]]) -> bytes:
+    body = magic + b"".join(f"{n} {len(d)}\n".encode() + d + b"\n" for n, d in parts)
+    return body + f"sha256 {hashlib.sha256(body).hexdigest()}\n".encode()
+
+
+@pytest.mark.parametrize("where", ["magic", "header", "journal", "state", "blob", "framing", "end"])
+def test_a_flipped_byte_anywhere_is_refused_and_the_store_is_unchanged(
+    tmp_path: Path, where: str
+) -> None:
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")
+    archive = tmp_path / "agent.stead"
+    rt.export(agent, archive)
+    raw = archive.read_bytes()
+    offsets = {
+        "magic": 3,
+        "header": raw.index(b'"archive_id"') + 16,
+        "journal": raw.index(b"\njournal.jsonl.zst ") + 40,
+        "state": raw.index(b"\nstate.json.zst ") + 30,
+        "blob": raw.index(b"\nblobs/") + 90,
+        "framing": raw.index(b"\nstate.json.zst ") + len(b"\nstate.json.zst "),
+        "end": len(raw) - 5,
+    }
+    data = bytearray(raw)
+    data[offsets[where]] ^= 0x01
+    archive.write_bytes(bytes(data))
+    other = runtime_at(tmp_path / "b", FakeClock())
+    with pytest.raises(ArchiveError, match="not a stead archive|checksum"):
+        other.import_archive(archive)
+    assert other.store.list_agents() == []
+    assert not list((tmp_path / "b" / "data").rglob("blobs/*/*/*"))
+
+
+def test_truncated_tampered_and_future_archives_are_refused_with_reasons(
+    tmp_path: Path,
+) -> None:
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")
+    archive = tmp_path / "agent.stead"
+    rt.export(agent, archive)
+    raw = archive.read_bytes()
+    magic, parts = members(raw)
+    assert [n for n, _ in parts][:3] == [HEADER, "journal.jsonl.zst", "state.json.zst"]
+    assert rebuild(magic, parts) == raw  # the framing is what the module docstring says
+
+    cut = tmp_path / "cut.stead"
+    cut.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ArchiveError, match="truncated|checksum"):
+        read_archive(cut)
+
+    def rewritten(name: str, change: Any, magic: bytes = magic) -> Path:
+        out = tmp_path / name
+        new = [
+            (n, json.dumps(change(json.loads(d))).encode() if n == HEADER else d) for n, d in parts
+        ]
+        out.write_bytes(rebuild(magic, new))
+        return out
+
+    moved = rewritten("moved.stead", lambda h: {**h, "move": True})
+    with pytest.raises(ArchiveError, match="signature does not verify"):
+        read_archive(moved)
+    swapped = tmp_path / "swapped.stead"
+    swapped.write_bytes(
+        rebuild(magic, [(n, d + b"x" if n == "state.json.zst" else d) for n, d in parts])
+    )
+    with pytest.raises(ArchiveError, match="state.json.zst does not match its checksum"):
+        read_archive(swapped)
+    future = rewritten("future.stead", lambda h: h, magic=b"stead-archive 2\n")
+    with pytest.raises(ArchiveError, match="format version 2.*upgrade stead"):
+        read_archive(future)
+    with pytest.raises(ArchiveError, match="no archive"):
+        read_archive(tmp_path / "missing.stead")
+
+
+def test_export_needs_the_agents_key(tmp_path: Path) -> None:
+    from stead import Runtime as R
+    from stead.store.memory import MemoryStore
+
+    rt = R(MemoryStore(), tmp_path / "data", clock=FakeClock())
+    agent = make_agent(rt, tmp_path, [{"wait_for_input": "?"}], tools=[])
+    with pytest.raises(SteadError, match="vault key"):
+        rt.export(agent, tmp_path / "x.stead")
+    assert not (tmp_path / "x.stead").exists()
