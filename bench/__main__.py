@@ -5,11 +5,11 @@ round the systems take turns (stead, LangGraph, DBOS; the next round in the
 reverse order), so that a slow patch on a shared machine hits all of them, and
 every figure quoted is a median over rounds. stead's own extra workloads (the
 floor, the memory store, large tool results) run in stead's turn. Resumes take
-turns between systems and history sizes. The sandbox's overhead (stead only:
-the peers have no sandbox) is measured once, after the warm-up. The peers run
-in ``.venv-peers`` (``make bench`` builds it); ``--systems stead`` runs stead
-alone. Prints a table and writes bench/results/latest.{json,md,png}. See
-docs/benchmarks.md.
+turns between systems and history sizes. The sandbox's overhead and
+hibernation (stead only: the peers have neither) are measured once, after the
+warm-up. The peers run in ``.venv-peers`` (``make bench`` builds it);
+``--systems stead`` runs stead alone. Prints a table and writes
+bench/results/latest.{json,md,png}. See docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import comparison, floor, machine, report, sandbox_overhead, steps
+from . import comparison, floor, hibernation, machine, report, sandbox_overhead, steps
 from .systems import PEERS, PEERS_PYTHON, Hist, PeerError, Stead, System
 from .workload import REPO_ROOT
 
@@ -95,6 +95,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=200,
         help="stead only: runs of each trivial command, sandboxed and plain; 0 skips it (200)",
     )
+    p.add_argument(
+        "--hibernation-agents",
+        type=int,
+        default=hibernation.AGENTS,
+        help="stead only: hibernated agents for disk and worker memory; 0 skips that part "
+        f"({hibernation.AGENTS:,})",
+    )
+    p.add_argument(
+        "--no-hibernation", action="store_true", help="stead only: skip the hibernation bench"
+    )
     p.add_argument("--quick", action="store_true", help="a fast smoke run (numbers are rough)")
     p.add_argument(
         "--workdir",
@@ -117,6 +127,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.steps, args.variant_steps, args.floor_commits, args.large_steps = 200, 100, 100, 50
         args.agents = args.peer_agents = 50
         args.sandbox_runs = min(args.sandbox_runs, 30)
+        args.hibernation_agents = min(args.hibernation_agents, 500)
         args.sizes = [10, 1_000]
     unknown = [s for s in args.systems if s != "stead" and s not in PEERS]
     if unknown:
@@ -257,6 +268,18 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 )
             )
 
+    # -- stead only, once: hibernating idle agents, waking them, what they cost
+    hib: dict[str, Any] | None = None
+    if not args.no_hibernation:
+        hib = once(
+            lambda d: hibernation.measure(
+                d,
+                reps=hibernation.QUICK_REPS if args.quick else hibernation.REPS,
+                agents=args.hibernation_agents,
+                say=say,
+            )
+        )
+
     histories = build_histories(args, work, systems, attempt)
 
     # -- W1, with stead's own extra workloads in stead's turn ----------------
@@ -379,6 +402,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     stead_resumes = {h.handle.events: resumes["stead"][n] for n, h in histories["stead"].items()}
     res = report.summarise(info, vars(args), rounds, stead_hists, stead_resumes)
     res["sandbox"] = sandbox
+    res["hibernation"] = hib
     res["compare"] = comparison.summarise(
         systems, infos, w1, variants, labels, w2, histories, resumes, w5, res["floor"], errors
     )

@@ -170,6 +170,7 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             )
         )
     rows += sandbox_rows(res.get("sandbox"))
+    rows += hibernation_rows(res.get("hibernation"))
     return rows
 
 
@@ -209,6 +210,71 @@ def sandbox_rows(sb: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
                     f"{_n(sb['session_close_ms']['median_ms'])} ms, once per activation",
                 )
             )
+    return rows
+
+
+def hibernation_rows(hb: Mapping[str, Any] | None) -> list[tuple[str, str, str]]:
+    """Rows per workspace size (hibernate, wake), then disk and memory per idle agent."""
+    if not hb:
+        return []
+    targets = hb["targets"]
+    rows = []
+    for z in hb["sizes"]:
+        mb, wake, hib = str(z["mb"]), z["wake_ms"], z["hibernate_ms"]
+        aims = []
+        if mb in targets["wake_p50_ms"]:
+            aims.append(f"wake p50 < {_n(targets['wake_p50_ms'][mb], 0)} ms")
+        if mb in targets["hibernate_ms"]:
+            aims.append(f"hibernate < {_n(targets['hibernate_ms'][mb], 0)} ms")
+        rows.append(
+            (
+                f"Hibernate, then wake to the next step: {z['bytes'] / 1e6:,.0f} MB workspace "
+                f"({z['files']} files)",
+                f"wake p50 {_n(wake['median'], 1)} ms, p99 {_n(wake['p99'], 1)} ms; "
+                f"hibernate {_n(hib['median'], 1)} ms",
+                f"from the wake event: snapshot restored {_n(z['restored_ms'], 1)} ms, "
+                f"recovered {_n(z['started_ms'], 1)} ms, step committed "
+                f"{_n(wake['median'], 1)} ms (medians); hibernate p99 {_n(hib['p99'], 1)} ms; "
+                f"stored as {z['stored_bytes'] / 1e6:,.2f} MB ({hb['mix']}); "
+                f"{z['reps']} cycles" + (f"; target {', '.join(aims)}" if aims else ""),
+            )
+        )
+    many = hb.get("many")
+    if not many:
+        return rows
+    per = many["per_agent"]
+    rows.append(
+        (
+            f"Disk per hibernated agent ({many['agents']:,} agents, "
+            f"{_n(per['workspace_bytes'] / 1e3, 1)} kB workspace each)",
+            f"{_n(per['disk_bytes'], 0)} bytes",
+            f"database incl. WAL {_n(per['db_bytes'], 0)} + blobs {_n(per['blob_bytes'], 0)} "
+            f"({_n(per['blob_allocated_bytes'], 0)} allocated on disk); its compressed "
+            f"workspace + journal: {_n(per['snapshot_stored_bytes'], 0)} + "
+            f"{_n(per['journal_bytes'], 0)} = {_n(per['reference_bytes'], 0)} "
+            f"({_n(many['x_reference'], 1)}x); {_n(per['events'], 0)} events each",
+        )
+    )
+    mem = many["memory"]
+    if len(mem) == 2:
+        lo, hi = mem
+        w = "worker_pass"
+        ratio = hi[w]["traced_peak_bytes"] / max(1, lo[w]["traced_peak_bytes"])
+        rows.append(
+            (
+                "An idle worker pass (nothing to run) over hibernated agents",
+                f"{_n(lo[w]['traced_peak_bytes'] / 1e3, 1)} kB peak at {lo['agents']:,}, "
+                f"{_n(hi[w]['traced_peak_bytes'] / 1e3, 1)} kB at {hi['agents']:,} "
+                f"({_n(ratio)}x)",
+                f"tracemalloc peak of Worker(rt).run_until_idle(); RSS peak "
+                f"+{_n(lo[w]['rss_peak_delta_bytes'] / 1e3, 0)} / "
+                f"+{_n(hi[w]['rss_peak_delta_bytes'] / 1e3, 0)} kB; "
+                f"{_n(lo[w]['ms'])} / {_n(hi[w]['ms'])} ms; store.agents_to_run(now) "
+                f"{_n(lo['agents_to_run']['traced_peak_bytes'] / 1e3, 1)} / "
+                f"{_n(hi['agents_to_run']['traced_peak_bytes'] / 1e3, 1)} kB, "
+                f"{_n(lo['agents_to_run']['ms'])} / {_n(hi['agents_to_run']['ms'])} ms",
+            )
+        )
     return rows
 
 

@@ -469,7 +469,9 @@ def _apply_while_hibernated(s: State, ev: Event) -> State:
     Otherwise it stays hibernated, remembering the new status for its waking.
     """
     h = s.hibernated or {}
-    s.status, s.status_reason = h.get("status", "waiting"), h.get("status_reason", "")
+    slept_in = h.get("status", "waiting")
+    s.status = "waiting" if slept_in == "hibernated" else slept_in
+    s.status_reason = h.get("status_reason", "")
     apply_in_place(s, ev)
     if s.status in ("running", "created") or s.is_final:
         s.hibernated = {**h, "woken": True}
@@ -495,10 +497,13 @@ def _timer_fired(s: State, d: Mapping[str, Any], ev: Event) -> None:
 
 
 def _hibernated(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    # hibernating an agent that already sleeps keeps the status it fell asleep
+    # in: "hibernated" is never the status it wakes to
+    before = s.hibernated if s.status == "hibernated" and s.hibernated else None
     s.hibernated = {
         "snapshot_id": d["snapshot_id"],
-        "status": s.status,
-        "status_reason": s.status_reason,
+        "status": before["status"] if before else s.status,
+        "status_reason": before["status_reason"] if before else s.status_reason,
     }
     s.status, s.status_reason = "hibernated", f"hibernated in snapshot {d['snapshot_id']}"
 

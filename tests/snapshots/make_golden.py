@@ -13,8 +13,8 @@ from pathlib import Path
 
 from stead import FakeClock
 
-from .test_lineage import waiting_agent
 from ..governance.agents import runtime_at
+from .test_lineage import waiting_agent
 
 
 def main(out: Path) -> None:

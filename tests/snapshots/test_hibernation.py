@@ -35,7 +35,9 @@ def kinds(rt: Runtime, agent: str) -> list[str]:
     return [e.kind for e in rt.store.read_events(agent)]
 
 
-def test_hibernate_removes_the_workspace_and_a_message_wakes_it(rt: Runtime, tmp_path: Path) -> None:
+def test_hibernate_removes_the_workspace_and_a_message_wakes_it(
+    rt: Runtime, tmp_path: Path
+) -> None:
     agent = make_agent(rt, tmp_path, WAITS)
     assert rt.run(agent).state.status == "waiting"
     ws = rt.workspace(agent, "default").root
@@ -143,3 +145,14 @@ def test_idle_agents_are_hibernated_by_the_worker_and_woken_by_a_timer(
     assert kinds(rt, agent).count(Kind.TIMER_FIRED) == 1
     assert kinds(rt, agent).count(Kind.RESTORED) == 1
     assert Worker(rt).run_until_idle().ran == {}
+
+
+def test_rollback_of_a_hibernated_agent_asks_to_wake_it_first(rt: Runtime, tmp_path: Path) -> None:
+    agent = make_agent(rt, tmp_path, WAITS)
+    rt.run(agent)
+    hibernate(rt, agent)
+    before = kinds(rt, agent)
+    with pytest.raises(UsageError, match="wake it first"):
+        rt.rollback(agent, to_version=2)
+    assert kinds(rt, agent) == before
+    assert not rt.workspace(agent, "default").root.exists()

@@ -13,7 +13,6 @@ from stead import FakeClock, Kind, Runtime
 from stead.errors import ArchiveError, SteadError, StoreError, UsageError
 from stead.runtime.messages import ensure_identity
 from stead.snapshots.archive import HEADER, read_archive
-
 from stead.tools.base import as_tool
 from stead.tools.builtin import BUILTINS
 
@@ -204,7 +203,7 @@ def test_a_flipped_byte_anywhere_is_refused_and_the_store_is_unchanged(
     data[offsets[where]] ^= 0x01
     archive.write_bytes(bytes(data))
     other = runtime_at(tmp_path / "b", FakeClock())
-    with pytest.raises(ArchiveError, match="not a stead archive|checksum"):
+    with pytest.raises(ArchiveError, match=r"not a stead archive|checksum"):
         other.import_archive(archive)
     assert other.store.list_agents() == []
     assert not list((tmp_path / "b" / "data").rglob("blobs/*/*/*"))
@@ -224,7 +223,7 @@ def test_truncated_tampered_and_future_archives_are_refused_with_reasons(
 
     cut = tmp_path / "cut.stead"
     cut.write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(ArchiveError, match="truncated|checksum"):
+    with pytest.raises(ArchiveError, match=r"truncated|checksum"):
         read_archive(cut)
 
     def rewritten(name: str, change: Any, magic: bytes = magic) -> Path:
@@ -242,10 +241,10 @@ def test_truncated_tampered_and_future_archives_are_refused_with_reasons(
     swapped.write_bytes(
         rebuild(magic, [(n, d + b"x" if n == "state.json.zst" else d) for n, d in parts])
     )
-    with pytest.raises(ArchiveError, match="state.json.zst does not match its checksum"):
+    with pytest.raises(ArchiveError, match=r"state.json.zst does not match its checksum"):
         read_archive(swapped)
     future = rewritten("future.stead", lambda h: h, magic=b"stead-archive 2\n")
-    with pytest.raises(ArchiveError, match="format version 2.*upgrade stead"):
+    with pytest.raises(ArchiveError, match=r"format version 2.*upgrade stead"):
         read_archive(future)
     with pytest.raises(ArchiveError, match="no archive"):
         read_archive(tmp_path / "missing.stead")

@@ -107,8 +107,7 @@ def test_eight_processes_restore_one_snapshot_and_exactly_one_wins(tmp_path: Pat
         assert loser["error"] == "SnapshotConsumed", loser
         assert snap.snapshot_id in loser["message"], loser
         assert (
-            "was already restored" in loser["message"]
-            or "is being restored" in loser["message"]
+            "was already restored" in loser["message"] or "is being restored" in loser["message"]
         ), loser
 
     store = SqliteStore(db)
@@ -122,11 +121,7 @@ def test_eight_processes_restore_one_snapshot_and_exactly_one_wins(tmp_path: Pat
         restored_at = restored[0].seq
         started = [e for e in events if e.kind == Kind.ACTIVATION_STARTED and e.seq > restored_at]
         assert len(started) == 1, [e.kind for e in after]
-        reads = [
-            e
-            for e in events
-            if e.kind == Kind.TOOL_RESULT and e.data["tool"] == "read_file"
-        ]
+        reads = [e for e in events if e.kind == Kind.TOOL_RESULT and e.data["tool"] == "read_file"]
         assert len(reads) == 1 and reads[0].seq > restored_at
         assert reads[0].data["ok"] and reads[0].data["output"] == "alpha\n" * 100
         assert [e.data["text"] for e in after if e.kind == Kind.INPUT_RECEIVED] == ["go"]

@@ -166,6 +166,15 @@ def wake(rt: Runtime, agent_id: str) -> State:
     return restore(rt, state.hibernated["snapshot_id"])
 
 
+def refuse_while_hibernated(state: State, what: str) -> None:
+    """Work on an agent's workspace needs it awake: say so rather than rebuild it piecemeal."""
+    if state.hibernated is not None:
+        raise UsageError(
+            f"agent {state.agent_id} is hibernated (snapshot {state.hibernated['snapshot_id']}); "
+            f"wake it first with `stead wake {state.agent_id}`, then {what}"
+        )
+
+
 def settle_wake(act: Activation) -> None:
     """At the start of an activation: fire a due timer, restore a woken agent's snapshot."""
     s = act.state

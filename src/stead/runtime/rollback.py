@@ -29,6 +29,7 @@ from ..integrity.provenance import Graph
 from ..journal import Event, Kind
 from ..tools.base import Tool
 from .activation import Activation, _describe, jsonable
+from .hibernation import refuse_while_hibernated
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -90,6 +91,7 @@ def rollback(
     )
     act.acquire()
     try:
+        refuse_while_hibernated(act.state, "roll it back")
         events = list(rt.store.read_events(agent_id))
         report = RollbackReport()
         if to_version is not None:

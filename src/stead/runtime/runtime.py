@@ -259,6 +259,7 @@ class Runtime(AuthorityActions):
         )
         act.acquire()
         try:
+            hibernation.refuse_while_hibernated(act.state, "accept its proposal")
             proposal = act.state.proposals.get(proposal_id)
             if proposal is None:
                 open_ = ", ".join(sorted(act.state.proposals)) or "none"

@@ -146,6 +146,15 @@ def snapshot_made(ev: Event, tenant: str) -> SnapshotRecord:
     )
 
 
+def no_snapshot_message(snapshot_id: str) -> str:
+    """The one wording of "no such snapshot", also for another agent's or tenant's.
+
+    A snapshot that belongs elsewhere reads exactly like a missing one, so a
+    caller learns nothing about what other agents or tenants hold.
+    """
+    return f"no snapshot {snapshot_id}; `stead snapshots AGENT` lists an agent's"
+
+
 def consumed_message(snapshot_id: str, at: float | None, by: str | None) -> str:
     """The one wording of "this snapshot cannot be restored (again)"."""
     if at is None:

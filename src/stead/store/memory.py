@@ -34,6 +34,7 @@ from .base import (
     Store,
     consumed_message,
     lease_held_message,
+    no_snapshot_message,
     snapshot_made,
     wake_at,
 )
@@ -162,8 +163,8 @@ class MemoryStore(Store):
             elif ev.kind == Kind.RESTORED:
                 sid = ev.data["snapshot_id"]
                 row = changes.get(sid) or self._snapshots.get(sid)
-                if row is None:
-                    raise NotFound(f"no snapshot {sid}; `stead snapshots AGENT` lists them")
+                if row is None or row.agent_id != ev.agent_id:
+                    raise NotFound(no_snapshot_message(sid))
                 if row.consumed:
                     raise SnapshotConsumed(consumed_message(sid, row.consumed_at, row.consumed_by))
                 changes[sid] = replace(row, consumed_at=ev.at, consumed_by=ev.data["by"])
@@ -174,9 +175,7 @@ class MemoryStore(Store):
             try:
                 return self._snapshots[snapshot_id]
             except KeyError:
-                raise NotFound(
-                    f"no snapshot {snapshot_id}; `stead snapshots AGENT` lists an agent's"
-                ) from None
+                raise NotFound(no_snapshot_message(snapshot_id)) from None
 
     def list_snapshots(self, agent_id: str) -> list[SnapshotRecord]:
         self.get_record(agent_id)

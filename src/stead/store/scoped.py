@@ -15,7 +15,16 @@ from typing import Any
 from ..errors import NotFound, SteadError, UsageError
 from ..journal import Event
 from ..state import State
-from .base import AgentRecord, AgentSummary, Batch, Lease, PolicyRecord, SnapshotRecord, Store
+from .base import (
+    AgentRecord,
+    AgentSummary,
+    Batch,
+    Lease,
+    PolicyRecord,
+    SnapshotRecord,
+    Store,
+    no_snapshot_message,
+)
 
 
 def _missing(agent_id: str) -> NotFound:
@@ -172,7 +181,7 @@ class TenantStore(Store):
         record = self.inner.get_snapshot(snapshot_id)
         if record.tenant != self.tenant:
             # the same words as for a snapshot that does not exist
-            raise NotFound(f"no snapshot {snapshot_id}; `stead snapshots AGENT` lists an agent's")
+            raise NotFound(no_snapshot_message(snapshot_id))
         return record
 
     def list_snapshots(self, agent_id: str) -> list[SnapshotRecord]:

@@ -32,7 +32,6 @@ from ..errors import (
     LeaseHeld,
     NotFound,
     SchemaTooNew,
-    SnapshotConsumed,
     StaleEpoch,
     SteadError,
     StoreError,
@@ -40,6 +39,7 @@ from ..errors import (
 )
 from ..journal import Event, Kind
 from ..state import State
+from . import sqlite_snapshots
 from .base import (
     AgentRecord,
     AgentSummary,
@@ -49,9 +49,7 @@ from .base import (
     SnapshotRecord,
     Store,
     check_batch,
-    consumed_message,
     lease_held_message,
-    snapshot_made,
     wake_at,
 )
 from .sqlite_migrations import MIGRATIONS
@@ -322,94 +320,26 @@ class SqliteStore(Store):
         )
         for ev in events:
             if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
-                self._snapshot_change(db, ev, state.tenant)
+                sqlite_snapshots.change(db, ev, state.tenant)
 
-    @staticmethod
-    def _snapshot_change(db: sqlite3.Connection, ev: Event, tenant: str) -> None:
-        """Make or consume the snapshot ``ev`` names, in the transaction that stores it."""
-        if ev.kind == Kind.HIBERNATED:
-            r = snapshot_made(ev, tenant)
-            db.execute(
-                "INSERT INTO snapshots (snapshot_id, agent_id, tenant, version, manifest, "
-                "manifest_digest, files, bytes, stored_bytes, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    r.snapshot_id,
-                    r.agent_id,
-                    r.tenant,
-                    r.version,
-                    dumps(r.manifest),
-                    r.manifest_digest,
-                    r.files,
-                    r.bytes,
-                    r.stored_bytes,
-                    r.created_at,
-                ),
-            )
-            return
-        sid = ev.data["snapshot_id"]
-        done = db.execute(
-            "UPDATE snapshots SET consumed_at = ?, consumed_by = ? "
-            "WHERE snapshot_id = ? AND consumed_at IS NULL",
-            (ev.at, ev.data["by"], sid),
-        )
-        if done.rowcount != 1:
-            row = db.execute(
-                "SELECT consumed_at, consumed_by FROM snapshots WHERE snapshot_id = ?", (sid,)
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"no snapshot {sid}; `stead snapshots AGENT` lists them")
-            raise SnapshotConsumed(consumed_message(sid, row[0], row[1]))
-
-    # -- hibernation ------------------------------------------------------------
-
-    _SNAPSHOT_COLUMNS = (
-        "snapshot_id, agent_id, tenant, version, manifest, manifest_digest, files, bytes, "
-        "stored_bytes, created_at, consumed_at, consumed_by"
-    )
+    # -- hibernation: the rows live in stead.store.sqlite_snapshots ---------------
 
     def get_snapshot(self, snapshot_id: str) -> SnapshotRecord:
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {self._SNAPSHOT_COLUMNS} FROM snapshots WHERE snapshot_id = ?",
-                (snapshot_id,),
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"no snapshot {snapshot_id}; `stead snapshots AGENT` lists an agent's")
-        return _snapshot(row)
+            return sqlite_snapshots.get(self._db, snapshot_id)
 
     def list_snapshots(self, agent_id: str) -> list[SnapshotRecord]:
         self.get_record(agent_id)
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT {self._SNAPSHOT_COLUMNS} FROM snapshots WHERE agent_id = ? "
-                "ORDER BY version",
-                (agent_id,),
-            ).fetchall()
-        return [_snapshot(r) for r in rows]
+            return sqlite_snapshots.of_agent(self._db, agent_id)
 
     def agents_to_run(self, now: float, tenant: str | None = None) -> list[str]:
-        where, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
         with self._lock:
-            rows = self._db.execute(
-                "SELECT agent_id FROM agents WHERE status IN ('created', 'running')"
-                + where
-                + " UNION SELECT agent_id FROM agents WHERE status IN ('waiting', 'hibernated') "
-                "AND wake_at <= ?" + where + " ORDER BY agent_id",
-                (*params, now, *params),
-            ).fetchall()
-        return [r[0] for r in rows]
+            return sqlite_snapshots.agents_to_run(self._db, now, tenant)
 
     def idle_agents(self, before: float, tenant: str | None = None) -> list[str]:
-        where, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
         with self._lock:
-            rows = self._db.execute(
-                "SELECT agent_id FROM agents WHERE status = 'waiting' AND updated_at <= ?"
-                + where
-                + " ORDER BY agent_id",
-                (before, *params),
-            ).fetchall()
-        return [r[0] for r in rows]
+            return sqlite_snapshots.idle_agents(self._db, before, tenant)
 
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
@@ -604,23 +534,6 @@ class SqliteStore(Store):
             ).fetchall()
         rows = [r for r in rows if r[1] in wanted]
         return [_event(agent_id, row) for row in rows]
-
-
-def _snapshot(row: Sequence[Any]) -> SnapshotRecord:
-    return SnapshotRecord(
-        snapshot_id=row[0],
-        agent_id=row[1],
-        tenant=row[2],
-        version=int(row[3]),
-        manifest=loads(row[4]),
-        manifest_digest=row[5],
-        files=int(row[6]),
-        bytes=int(row[7]),
-        stored_bytes=int(row[8]),
-        created_at=float(row[9]),
-        consumed_at=row[10],
-        consumed_by=row[11],
-    )
 
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:

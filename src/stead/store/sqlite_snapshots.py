@@ -1,0 +1,124 @@
+"""The SQLite backend's snapshot table and its index of agents with work.
+
+Kept apart from :mod:`stead.store.sqlite` so that each module stays one concept:
+there the connection, transactions and the journal; here the rows hibernation
+makes and consumes, and the queries a worker uses to find agents to run. Every
+function takes the connection (or transaction) it runs in; the store holds the
+lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ..canonical import dumps, loads
+from ..errors import NotFound, SnapshotConsumed
+from ..journal import Event, Kind
+from .base import SnapshotRecord, consumed_message, no_snapshot_message, snapshot_made
+
+_COLUMNS = (
+    "snapshot_id, agent_id, tenant, version, manifest, manifest_digest, files, bytes, "
+    "stored_bytes, created_at, consumed_at, consumed_by"
+)
+
+
+def change(db: sqlite3.Connection, ev: Event, tenant: str) -> None:
+    """Make or consume the snapshot ``ev`` names, in the transaction that stores ``ev``.
+
+    The consumption is a compare-and-set on ``consumed_at``: of two transactions
+    restoring one snapshot, the second finds it consumed and raises, which rolls
+    back its whole write. A snapshot of another agent reads as missing.
+    """
+    if ev.kind == Kind.HIBERNATED:
+        r = snapshot_made(ev, tenant)
+        db.execute(
+            f"INSERT INTO snapshots ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+            (
+                r.snapshot_id,
+                r.agent_id,
+                r.tenant,
+                r.version,
+                dumps(r.manifest),
+                r.manifest_digest,
+                r.files,
+                r.bytes,
+                r.stored_bytes,
+                r.created_at,
+            ),
+        )
+        return
+    sid = ev.data["snapshot_id"]
+    done = db.execute(
+        "UPDATE snapshots SET consumed_at = ?, consumed_by = ? "
+        "WHERE snapshot_id = ? AND agent_id = ? AND consumed_at IS NULL",
+        (ev.at, ev.data["by"], sid, ev.agent_id),
+    )
+    if done.rowcount == 1:
+        return
+    row = db.execute(
+        "SELECT consumed_at, consumed_by FROM snapshots WHERE snapshot_id = ? AND agent_id = ?",
+        (sid, ev.agent_id),
+    ).fetchone()
+    if row is None:
+        raise NotFound(no_snapshot_message(sid))
+    raise SnapshotConsumed(consumed_message(sid, row[0], row[1]))
+
+
+def get(db: sqlite3.Connection, snapshot_id: str) -> SnapshotRecord:
+    row = db.execute(
+        f"SELECT {_COLUMNS} FROM snapshots WHERE snapshot_id = ?", (snapshot_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(no_snapshot_message(snapshot_id))
+    return _record(row)
+
+
+def of_agent(db: sqlite3.Connection, agent_id: str) -> list[SnapshotRecord]:
+    rows = db.execute(
+        f"SELECT {_COLUMNS} FROM snapshots WHERE agent_id = ? ORDER BY version", (agent_id,)
+    ).fetchall()
+    return [_record(r) for r in rows]
+
+
+def agents_to_run(db: sqlite3.Connection, now: float, tenant: str | None) -> list[str]:
+    """Runnable agents, and waiting or hibernated ones whose timer is due (``agents_work``)."""
+    where, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
+    rows = db.execute(
+        "SELECT agent_id FROM agents WHERE status IN ('created', 'running')"
+        + where
+        + " UNION SELECT agent_id FROM agents WHERE status IN ('waiting', 'hibernated') "
+        "AND wake_at <= ?" + where + " ORDER BY agent_id",
+        (*params, now, *params),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def idle_agents(db: sqlite3.Connection, before: float, tenant: str | None) -> list[str]:
+    """Waiting agents last written at or before ``before``: candidates to hibernate."""
+    where, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
+    rows = db.execute(
+        "SELECT agent_id FROM agents WHERE status = 'waiting' AND updated_at <= ?"
+        + where
+        + " ORDER BY agent_id",
+        (before, *params),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _record(row: Sequence[Any]) -> SnapshotRecord:
+    return SnapshotRecord(
+        snapshot_id=row[0],
+        agent_id=row[1],
+        tenant=row[2],
+        version=int(row[3]),
+        manifest=loads(row[4]),
+        manifest_digest=row[5],
+        files=int(row[6]),
+        bytes=int(row[7]),
+        stored_bytes=int(row[8]),
+        created_at=float(row[9]),
+        consumed_at=row[10],
+        consumed_by=row[11],
+    )
