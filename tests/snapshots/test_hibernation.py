@@ -156,3 +156,41 @@ def test_rollback_of_a_hibernated_agent_asks_to_wake_it_first(rt: Runtime, tmp_p
         rt.rollback(agent, to_version=2)
     assert kinds(rt, agent) == before
     assert not rt.workspace(agent, "default").root.exists()
+
+
+def test_every_activation_draws_fresh_entropy_even_from_a_copied_snapshot(
+    tmp_path: Path,
+) -> None:
+    """Two copies of one store restore the same snapshot: the ids they mint differ.
+
+    A snapshot holds no random state and no credentials: everything an
+    activation draws comes from entropy taken when it starts. The clock is the
+    same fake time in both copies, so only that entropy can tell them apart.
+    """
+    import shutil
+
+    first = Runtime(SqliteStore(tmp_path / "a" / "s.db"), tmp_path / "a" / "data", FakeClock())
+    agent = make_agent(first, tmp_path, WAITS)
+    first.run(agent)
+    hibernate(first, agent)
+    first.close()
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+
+    minted = []
+    for copy in ("a", "b"):
+        rt = Runtime(SqliteStore(tmp_path / copy / "s.db"), tmp_path / copy / "data", FakeClock())
+        rt.send(agent, "go on")
+        assert rt.run(agent).state.status == "completed"
+        events = rt.store.read_events(agent)
+        restored_at = next(e.seq for e in events if e.kind == Kind.RESTORED)
+        after = [e for e in events if e.seq > restored_at]
+        ids = [e.data["activation"] for e in after if e.kind == Kind.ACTIVATION_STARTED]
+        ids += [e.data["call_id"] for e in after if e.kind == Kind.TOOL_INTENT]
+        assert ids, [e.kind for e in after]
+        minted.append(ids)
+        rt.close()
+    a, b = minted
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        # the first 10 characters after the prefix are the time, the rest entropy
+        assert x.split("_")[1][10:] != y.split("_")[1][10:], (x, y)
