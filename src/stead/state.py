@@ -528,7 +528,10 @@ def _born_from(s: State, d: Mapping[str, Any], ev: Event) -> None:
 
 def _moved(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.status, s.waiting_for = "moved", None
-    s.status_reason = f"moved out in archive {d['archive_id']}; it runs only where imported"
+    written = f", written to {d['path']}" if d.get("path") else ""
+    s.status_reason = (
+        f"moved out in archive {d['archive_id']}{written}; it runs only where imported"
+    )
     s.hibernated = None
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +14,14 @@ import pytest
 
 from stead import FakeClock, Kind, Runtime
 from stead.errors import ArchiveError, SteadError, StoreError, UsageError
+from stead.runtime.activation import Activation
 from stead.runtime.messages import ensure_identity
-from stead.snapshots.archive import HEADER, read_archive
+from stead.snapshots.archive import HEADER, partial_path, read_archive
 from stead.tools.base import as_tool
 from stead.tools.builtin import BUILTINS
 
 from ..governance.agents import TOOLS as GOV_TOOLS
-from ..governance.agents import make_agent, runtime_at
+from ..governance.agents import VAULT_KEY, make_agent, runtime_at
 
 SCRIPT: list[Any] = [
     {"tool": "write_file", "args": {"path": "plan/steps.md", "content": "ship it\n" * 50}},
@@ -259,3 +263,83 @@ def test_export_needs_the_agents_key(tmp_path: Path) -> None:
     with pytest.raises(SteadError, match="vault key"):
         rt.export(agent, tmp_path / "x.stead")
     assert not (tmp_path / "x.stead").exists()
+
+
+MOVE_MAIN = Path(__file__).with_name("move_main.py")
+
+
+@pytest.mark.chaos
+def test_a_move_killed_before_its_archive_is_published_leaves_the_archive_beside_it(
+    tmp_path: Path,
+) -> None:
+    """The move is committed while the archive is complete under a temporary name.
+
+    A worker killed at that instant leaves the source retired (it never runs
+    twice) and the whole archive at ``.NAME.partial``; the error of a second
+    export says so, and that file imports as it is.
+    """
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")
+    rt.close()
+    archive = tmp_path / "out" / "agent.stead"
+    archive.parent.mkdir()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(MOVE_MAIN),
+            str(tmp_path / "a" / "s.db"),
+            str(tmp_path / "a" / "data"),
+            VAULT_KEY.hex(),
+            agent,
+            str(archive),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+
+    partial = partial_path(archive)
+    assert not archive.exists() and partial.exists()
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    assert rt.store.load_state(agent).status == "moved"
+    assert rt.run(agent, tools=TOOLS).steps == 0
+    with pytest.raises(UsageError) as again:
+        rt.export(agent, tmp_path / "again.stead", move=True)
+    assert str(partial) in str(again.value) and "rename it" in str(again.value)
+    assert not (tmp_path / "again.stead").exists()
+
+    partial.rename(archive)
+    other = runtime_at(tmp_path / "b", FakeClock())
+    moved = other.import_archive(archive)
+    assert moved.origin is not None and moved.origin["agent_id"] == agent
+    other.send(moved.agent_id, "yes")
+    other.run(moved.agent_id, tools=TOOLS)
+    # the imported copy is the only one that runs on
+    assert other.store.load_state(moved.agent_id).version > moved.version
+
+
+def test_a_move_whose_commit_fails_publishes_nothing_and_keeps_the_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")
+    before = rt.store.load_state(agent)
+    flush = Activation.flush
+
+    def refuse_the_move(self: Activation) -> None:
+        if any(e.kind == Kind.AGENT_MOVED for e in self.buffer):
+            raise StoreError("the disk is full")
+        flush(self)
+
+    monkeypatch.setattr(Activation, "flush", refuse_the_move)
+    archive = tmp_path / "agent.stead"
+    with pytest.raises(StoreError, match="disk is full"):
+        rt.export(agent, archive, move=True)
+    monkeypatch.undo()
+    assert not archive.exists() and not partial_path(archive).exists()
+    after = rt.store.load_state(agent)
+    assert after.status == "waiting" and after.version == before.version
+    assert (rt.workspace(agent, "default").root / "plan" / "steps.md").exists()
+    rt.export(agent, archive, move=True)
+    assert archive.exists() and rt.store.load_state(agent).status == "moved"

@@ -32,7 +32,7 @@ from ..governance.identity import IDENTITY_SECRET
 from ..ids import new_id
 from ..journal import Kind, NewEvent
 from ..sandbox.workspace import Manifest, Workspace
-from ..snapshots.archive import Archive, read_archive, write_archive
+from ..snapshots.archive import Archive, partial_path, read_archive, write_archive
 from ..state import CARRIED, State
 from ..store.base import AgentRecord
 from .messages import mint_identity
@@ -182,8 +182,8 @@ def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dic
     ensure_identity(rt, agent_id)  # the archive is signed with the agent's own key
     with rt.hold(agent_id) as act:
         state = act.state
-        if state.is_final and state.status == "moved":
-            raise UsageError(f"agent {agent_id} was moved out already; it has nothing to export")
+        if state.status == "moved":
+            raise UsageError(_moved_message(rt, agent_id))
         _at_step_boundary(state, agent_id, state.version)
         record = act.record
         private = rt.vault().get(record.tenant, agent_id, IDENTITY_SECRET)
@@ -206,14 +206,46 @@ def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dic
             "public_key": state.public_key,
         }
         blobs = rt.blobs(record.tenant)
+
+        def retire(digest: str) -> None:
+            # committed while the archive exists only as .NAME.partial: a crash
+            # after this leaves the source moved and the archive complete under
+            # that name (the error of a second export says where)
+            act.emit(
+                Kind.AGENT_MOVED,
+                archive_id=archive_id,
+                archive_sha256=digest,
+                path=str(path.resolve()),
+                by=rt.person(),
+            )
+            act.flush()
+
         digest = write_archive(
-            path, header, rt.store.read_events(agent_id), state, blobs.get, private
+            path,
+            header,
+            rt.store.read_events(agent_id),
+            state,
+            blobs.get,
+            private,
+            before_publish=retire if move else None,
         )
         if move:
-            act.emit(Kind.AGENT_MOVED, archive_id=archive_id, archive_sha256=digest, by=rt.person())
-            act.flush()
             shutil.rmtree(act.workspace.root, ignore_errors=True)
         return {"archive_id": archive_id, "sha256": digest, "path": str(path), "move": move}
+
+
+def _moved_message(rt: Runtime, agent_id: str) -> str:
+    moves = rt.store.read_events_of_kinds(agent_id, [Kind.AGENT_MOVED])
+    moved = moves[-1].data if moves else {}
+    where = moved.get("path")
+    if not where:
+        return f"agent {agent_id} was moved out already; it has nothing to export"
+    partial = partial_path(Path(where))
+    return (
+        f"agent {agent_id} was moved out already, in archive {moved.get('archive_id')} "
+        f"written to {where}; if that file is missing, the export was interrupted after "
+        f"the move was committed, and the complete archive is {partial}: rename it"
+    )
 
 
 def import_id(archive_id: str) -> str:

@@ -94,11 +94,18 @@ def write_archive(
     state: State,
     blob: Callable[[str], bytes],
     private_key_hex: str,
+    before_publish: Callable[[str], None] | None = None,
 ) -> str:
     """Write the archive atomically (temporary file, fsync, rename); return its SHA-256.
 
     ``header`` holds the caller's fields (archive id, agent, move…); the format,
-    version, parts and signature are added here.
+    version, parts and signature are added here. ``before_publish`` is called
+    with the archive's SHA-256 once the whole file is durable under its
+    temporary name (``.NAME.partial`` beside ``path``) and before it is renamed
+    into place; if it raises, the temporary file is removed and nothing is
+    published. A move uses it to retire the source in between, so that a crash
+    can leave the source retired and the complete archive under its temporary
+    name, but never both a runnable source and a published archive.
     """
     parts: dict[str, bytes] = {
         JOURNAL: _pack(b"".join(dumps(e.to_json()).encode() + b"\n" for e in events)),
@@ -118,13 +125,35 @@ def write_archive(
     for name, data in [(HEADER, dumps(full).encode()), *parts.items()]:
         body += f"{name} {len(data)}\n".encode() + data + b"\n"
     body += f"sha256 {_sha(bytes(body))}\n".encode()
-    tmp = path.with_name(f".{path.name}.partial")
+    digest = _sha(bytes(body))
+    tmp = partial_path(path)
     with open(tmp, "wb") as fh:
         fh.write(body)
         fh.flush()
         os.fsync(fh.fileno())
+    if before_publish is not None:
+        try:
+            before_publish(digest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     tmp.replace(path)
-    return _sha(bytes(body))
+    _fsync_dir(path.parent)
+    return digest
+
+
+def partial_path(path: Path) -> Path:
+    """Where an archive bound for ``path`` is written before it is renamed there."""
+    return path.with_name(f".{path.name}.partial")
+
+
+def _fsync_dir(folder: Path) -> None:
+    # the rename is durable only once the folder's entry is
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_archive(path: Path) -> Archive:
