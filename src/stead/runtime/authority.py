@@ -102,7 +102,8 @@ class AuthorityActions:
         """(agent id, approval) for every approval a person has not answered yet."""
         out = []
         for summary in self.store.list_agents(tenant):
-            if summary.status != "waiting":
+            # a hibernated agent may sleep on an approval; answering it wakes the agent
+            if summary.status not in ("waiting", "hibernated"):
                 continue
             state = self.store.load_state(summary.agent_id)
             out += [
