@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,6 +82,56 @@ def test_scan_sees_a_rewrite_with_the_same_size(ws: Workspace) -> None:
     first = ws.scan()
     write(ws, "a.txt", b"bbbb")
     assert ws.scan() == {"a.txt": sha(b"bbbb")} != first
+
+
+def _hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the files the workspace module hashes from here on."""
+    import stead.sandbox.workspace as module
+
+    calls: list[int] = []
+    real = hashlib.sha256
+
+    def counting(data: bytes = b"") -> Any:
+        calls.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(module.hashlib, "sha256", counting)
+    return calls
+
+
+def test_files_written_from_blobs_are_not_hashed_again_by_the_next_scan(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = seeded(ws)
+    fresh = Workspace(tmp_path / "fresh", ws.blobs)
+    fresh.restore(manifest)
+    hashed = _hashes(monkeypatch)
+    assert fresh.scan() == manifest
+    assert hashed == []  # the restore recorded what it wrote
+    # the same holds for a folder built aside and moved in
+    live = Workspace(tmp_path / "live", ws.blobs)
+    live.create()
+    (live.root / "stale.txt").write_bytes(b"left over")
+    live.take_over(fresh)
+    assert not fresh.root.exists() and tree(live.root) == SEED
+    assert live.scan() == manifest and hashed == []
+
+
+def test_a_restored_file_rewritten_at_once_with_the_same_size_is_seen(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """The hashes a restore records never hide a write that follows it, however soon."""
+    manifest = seeded(ws)
+    fresh = Workspace(tmp_path / "fresh", ws.blobs)
+    fresh.restore(manifest)
+    (fresh.root / "README.md").write_bytes(b"# HELLO\n")  # same size, same instant
+    assert fresh.scan()["README.md"] == sha(b"# HELLO\n")
+    staging = Workspace(tmp_path / "staging", ws.blobs)
+    staging.restore(manifest)
+    live = Workspace(tmp_path / "live", ws.blobs)
+    live.take_over(staging)
+    (live.root / "src" / "app.py").write_bytes(b"print('HI')\n")
+    assert live.scan()["src/app.py"] == sha(b"print('HI')\n")
 
 
 def test_scan_ignores_symlinks(ws: Workspace, tmp_path: Path) -> None:

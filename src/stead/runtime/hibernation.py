@@ -26,7 +26,6 @@ entropy, and secrets stay in the vault.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import time
 from typing import TYPE_CHECKING
@@ -212,7 +211,6 @@ def unpack(act: Activation, snap: SnapshotRecord) -> None:
             ) from exc
         act.emit(Kind.RESTORED, snapshot_id=snap.snapshot_id, by=act.owner)
         act.flush()  # consumes the snapshot, or refuses: SnapshotConsumed
-        shutil.rmtree(live, ignore_errors=True)
-        os.replace(staging.root, live)
+        act.workspace.take_over(staging)
     finally:
         shutil.rmtree(staging.root, ignore_errors=True)

@@ -26,6 +26,11 @@ from .paths import resolve_inside
 
 Manifest = dict[str, str]
 
+RACY_NS = 2_000_000_000
+"""A file modified this recently is re-hashed at every scan, whatever its stat says."""
+RESTORED_AGE_NS = 3_000_000_000
+"""How far in the past a file written from a blob is dated (see :meth:`Workspace.restore`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Delta:
@@ -65,7 +70,7 @@ class Workspace:
         root = str(self.root)
         # A file modified within the timestamp granularity of the scan could change
         # again without its stat changing; such "racily clean" files are re-hashed.
-        trust_before = time.time_ns() - 2_000_000_000
+        trust_before = time.time_ns() - RACY_NS
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames.sort()
             for name in sorted(filenames):
@@ -109,14 +114,38 @@ class Workspace:
                 continue
             path = self._make_room(rel)
             tmp = path.with_name(f".{path.name}.stead-restore")
-            tmp.write_bytes(self.blobs.get(digest))
+            tmp.write_bytes(self.blobs.get(digest))  # checked against its hash
             os.replace(tmp, path)
-            self._seen.pop(rel, None)
+            self._remember(rel, path, digest)
         if delta or oddities:
             _prune_empty_dirs(self.root)
         if oddities:
             delta = Delta({**delta.changed, **dict.fromkeys(oddities, "")}, delta.removed)
         return delta
+
+    def _remember(self, rel: str, path: Path, digest: str) -> None:
+        """Record the hash of a file just written from its blob, so no scan re-reads it.
+
+        The file is dated :data:`RESTORED_AGE_NS` in the past, out of the racy
+        window: any later write gives it a new mtime (and ctime), so its stat
+        no longer matches and the next scan hashes it again. Without this, a
+        freshly restored workspace would be hashed in full by every scan for two
+        seconds (on a 50 MB wake, the recovery and the first step's scans).
+        """
+        past = time.time_ns() - RESTORED_AGE_NS
+        os.utime(path, ns=(past, past))
+        st = os.lstat(path)
+        self._seen[rel] = ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino), digest)
+
+    def take_over(self, staging: Workspace) -> None:
+        """Replace this folder with ``staging``'s (built aside), keeping what it knows.
+
+        The files keep their inodes through the rename, so the hashes
+        ``staging`` recorded while writing them still describe them.
+        """
+        shutil.rmtree(self.root, ignore_errors=True)
+        os.replace(staging.root, self.root)
+        self._seen = dict(staging._seen)
 
     def _remove_non_regular(self) -> list[str]:
         """Delete symlinks and special files anywhere in the workspace; name them."""
