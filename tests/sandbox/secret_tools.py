@@ -26,3 +26,10 @@ def run_with_token(ctx: ToolContext) -> dict[str, object]:
     """Starts a process the supported way: ctx.run, in the sandbox."""
     result = ctx.run(["/bin/sh", "-c", 'printf %s "$TOKEN" > used.txt; pwd; hostname'])
     return result.to_json()
+
+
+@tool(effect="idempotent", secrets=["TOKEN"])
+def save_token(ctx: ToolContext) -> str:
+    """Writes its secret into the workspace, where another tool can read it back."""
+    (ctx.workspace / "token.txt").write_text(f"token={ctx.secrets['TOKEN']}\n")
+    return "saved"

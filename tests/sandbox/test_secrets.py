@@ -123,6 +123,47 @@ def test_a_secret_reaches_only_its_tool_and_is_recorded_nowhere(
     assert SECRET.encode() not in raw
 
 
+def test_a_secret_one_tool_saved_is_hidden_when_another_tool_reads_it(tmp_path: Path) -> None:
+    """Redaction covers every secret the agent's tools may get, not the caller's only.
+
+    The tool that read the file was given no secret; its output still never
+    records the value. (The file itself, and its blob, hold what was written.)
+    """
+    script = [
+        {"tool": "save_token"},
+        {"tool": "read_file", "args": {"path": "token.txt"}},
+        {"finish": "done"},
+    ]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = parse_spec(
+        {
+            "name": "s",
+            "tenant": "acme",
+            "model": "scripted:script.yaml",
+            "tools": ["tests.sandbox.secret_tools:save_token", "read_file"],
+        },
+        tmp_path,
+    )
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
+    agent_id = rt.create(spec).agent_id
+    rt.vault().set("acme", "TOKEN", SECRET, at=1.0)
+    rt.run(agent_id, max_steps=1)
+    rt.close()
+    # the read happens in a later activation, which never opened the secret for a call
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
+    state = rt.run(agent_id).state
+    assert state.status == "completed"
+    read = [c for c in state.recent_calls if c["tool"] == "read_file"]
+    assert read and read[0]["output"] == "token=[secret:TOKEN]\n"
+    record = rt.store.get_record(agent_id)
+    context = render(state, record.spec, rt.tools_for(record)).text
+    journal = json.dumps([e.to_json() for e in rt.store.read_events(agent_id)])
+    rt.close()
+    assert SECRET not in context and SECRET not in journal
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    assert SECRET.encode() not in raw
+
+
 def test_a_missing_secret_is_a_clear_tool_error(agent: tuple[Runtime, str]) -> None:
     rt, agent_id = agent
     state = rt.run(agent_id).state

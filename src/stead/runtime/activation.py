@@ -27,6 +27,7 @@ without asking the model again or repeating an effect.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -155,6 +156,7 @@ class Activation:
         self.manifest: Manifest = {}
         self.dirty = False
         self.rng = seeded_rng(os.urandom(16).hex())
+        self._agent_secrets: dict[str, str] | None = None
         self._renewed_at = 0.0
         self._heartbeat: Heartbeat | None = None
         self.on_commit = on_commit
@@ -291,6 +293,31 @@ class Activation:
         if self.vault is None:
             raise SecretError(f"tool {t.name} needs secrets but this runtime has no vault")
         return self.vault().for_call(self.record.tenant, self.record.agent_id, t.secrets)
+
+    def agent_secrets(self) -> dict[str, str]:
+        """Every secret any of this agent's tools may be given, for redaction.
+
+        A secret one tool received can reach another tool's output (written to
+        a file by the first, read back by the second), so every output is
+        redacted against all of them, not only the calling tool's. Opened once
+        per activation, dropped with it; a secret that is not set is skipped.
+        """
+        if self._agent_secrets is None:
+            found: dict[str, str] = {}
+            names = sorted({n for t in self.tools.values() for n in t.secrets})
+            vault: Vault | None = None
+            if names and self.vault is not None:
+                # without a key nothing could have been decrypted, so nothing is
+                # hidden; the tool that needs a secret says so when it is called
+                with contextlib.suppress(SecretError):
+                    vault = self.vault()
+            if vault is not None:
+                for name in names:
+                    value = vault.get(self.record.tenant, self.record.agent_id, name)
+                    if value:
+                        found[name] = value
+            self._agent_secrets = found
+        return self._agent_secrets
 
     def scan_delta(self) -> dict[str, Any]:
         """Scan the workspace; return the delta since the last committed manifest."""
@@ -519,9 +546,11 @@ class Activation:
             secrets = self.secrets_for(t)
             output = t.call(args, self.ctx_for(call_id, secrets, t))
             # a secret the tool echoes is recorded as [secret:NAME], never as itself
-            result: dict[str, Any] = {"ok": True, "output": redact(jsonable(output), secrets)}
+            hidden = {**self.agent_secrets(), **secrets}
+            result: dict[str, Any] = {"ok": True, "output": redact(jsonable(output), hidden)}
         except Exception as exc:  # a tool's failure is the model's to see, not a crash
-            result = {"ok": False, "error": redact_text(_describe(exc), secrets)}
+            hidden = {**self.agent_secrets(), **secrets}
+            result = {"ok": False, "error": redact_text(_describe(exc), hidden)}
         secrets.clear()
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
         if rerun:
