@@ -19,7 +19,7 @@ import yaml
 from .errors import GovernanceError, ScriptError, SpecError
 from .governance.grants import parse_grant
 from .integrity.checks import parse_check
-from .integrity.monitors import MonitorConfigError, build_monitors
+from .integrity.monitor_config import MonitorConfigError, build_monitors
 from .models.scripted import ScriptedModel
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")

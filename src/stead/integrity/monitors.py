@@ -23,7 +23,8 @@ disables one):
     the same tool with the same arguments ``repeat`` times in a row (default
     10): the next identical call is blocked;
 ``error_streak``
-    ``errors`` failed calls in a row (default 10): suspend (a circuit breaker);
+    ``errors`` failed calls in a row (default 10): suspend (a circuit breaker),
+    and again every ``errors`` failures while the streak goes on;
 ``budget``
     at most ``tool_calls`` per ``window`` seconds (block), ``steps``,
     ``wall_seconds`` since creation, ``tokens`` and ``spend`` reported with
@@ -153,19 +154,24 @@ class ErrorStreak(Rule):
     def __init__(self, errors: int = 10) -> None:
         self.errors = errors
         self.streak: list[int] = []
+        self.failed = 0
 
     def observe(self, ev: Event) -> Violation | None:
         if ev.kind != Kind.TOOL_RESULT or ev.data.get("refused"):
             return None
         if ev.data.get("ok"):
-            self.streak = []
+            self.streak, self.failed = [], 0
             return None
-        self.streak = [*self.streak, ev.seq]
-        if len(self.streak) == self.errors:
+        # only the latest failures are kept: one streak can be as long as it likes
+        self.streak = [*self.streak, ev.seq][-self.errors :]
+        self.failed += 1
+        # trips again every ``errors`` failures, so a person who clears it and
+        # lets the agent fail on does not switch the breaker off
+        if self.failed % self.errors == 0:
             return Violation(
                 self.name,
                 "suspend",
-                f"{self.errors} tool calls failed in a row; a person should look before it goes on",
+                f"{self.failed} tool calls failed in a row; a person should look before it goes on",
                 tuple(self.streak),
             )
         return None
@@ -498,97 +504,3 @@ def replay(events: Iterable[Event], monitors: MonitorSet) -> list[tuple[int, Vio
             found += [(ev.seq, v) for v in monitors.check_call(call)]
         found += [(ev.seq, v) for v in monitors.observe(ev)]
     return found
-
-
-BUILT_IN = ("loop", "error_streak", "budget", "dataflow", "probing", "drift")
-_PARAMS: dict[str, tuple[str, ...]] = {
-    "loop": ("repeat",),
-    "error_streak": ("errors",),
-    "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
-    "dataflow": ("outbound", "untrusted"),
-    "probing": ("refusals", "window"),
-    "drift": (
-        "baseline_sessions",
-        "min_steps",
-        "demote_to",
-        "tool_mix",
-        "error_rate",
-        "refusal_rate",
-        "tokens_per_step",
-    ),
-}
-
-
-class MonitorConfigError(ValueError):
-    """A ``monitors:`` section that cannot be built; the message names the field."""
-
-
-def build_monitors(
-    config: Mapping[str, Any] | None,
-    *,
-    secret_tools: Iterable[str] = (),
-    load: Callable[[str], Any] | None = None,
-) -> MonitorSet:
-    """The rules a spec's ``monitors:`` section asks for (built-ins on by default)."""
-    config = dict(config or {})
-    unknown = sorted(set(config) - set(BUILT_IN) - {"custom"})
-    if unknown:
-        raise MonitorConfigError(
-            f"monitors.{unknown[0]} is not a monitor; use {', '.join(BUILT_IN)} or custom"
-        )
-    rules: list[Rule] = []
-    for name in BUILT_IN:
-        params = config.get(name) or {}
-        if not isinstance(params, Mapping):
-            raise MonitorConfigError(f"monitors.{name} must be a mapping of its settings")
-        if params.get("off"):
-            continue
-        params = {k: v for k, v in params.items() if k != "off"}
-        bad = sorted(set(params) - set(_PARAMS[name]))
-        if bad:
-            raise MonitorConfigError(
-                f"monitors.{name}.{bad[0]} is not a setting; use {', '.join(_PARAMS[name])}"
-            )
-        if name == "budget" and not any(v is not None for k, v in params.items() if k != "window"):
-            continue  # no limit set: nothing to count
-        if name == "dataflow":
-            if not params.get("outbound"):
-                continue  # nothing is outbound: no flow to watch
-            rules.append(
-                DataFlow({*params.get("untrusted", []), *secret_tools}, params["outbound"])
-            )
-            continue
-        cls: Any = {"loop": Loop, "error_streak": ErrorStreak, "budget": Budget,
-                    "probing": Probing, "drift": Drift}[name]  # fmt: skip
-        try:
-            rules.append(cls(**params))
-        except TypeError as exc:
-            raise MonitorConfigError(f"monitors.{name}: {exc}") from None
-    for i, item in enumerate(config.get("custom") or []):
-        rules.append(_custom(item, f"monitors.custom[{i}]", load))
-    return MonitorSet(rules)
-
-
-def _custom(item: Any, where: str, load: Callable[[str], Any] | None) -> Rule:
-    if not isinstance(item, Mapping):
-        raise MonitorConfigError(f"{where} must be a mapping (sequence, count or python)")
-    verdict = item.get("verdict", "warn")
-    if verdict not in VERDICTS:
-        raise MonitorConfigError(f"{where}.verdict must be one of {', '.join(VERDICTS)}")
-    number = (int, float)
-    if "sequence" in item:
-        seq, within = item["sequence"], item.get("within")
-        if not (isinstance(seq, list) and len(seq) == 2 and isinstance(within, number)):
-            raise MonitorConfigError(f"{where}: write {{sequence: [A, B], within: SECONDS}}")
-        return Sequence(str(seq[0]), str(seq[1]), float(within), verdict)
-    if "count" in item:
-        most, window = item.get("max"), item.get("window")
-        if not (isinstance(most, int) and isinstance(window, number)):
-            raise MonitorConfigError(f"{where}: write {{count: PATTERN, max: N, window: SECONDS}}")
-        return Count(str(item["count"]), most, float(window), verdict)
-    if "python" in item and load is not None:
-        func = load(str(item["python"]))
-        if not callable(func):
-            raise MonitorConfigError(f"{where}.python: {item['python']} is not a function")
-        return PythonRule(str(item["python"]), func)
-    raise MonitorConfigError(f"{where}: a custom rule is a sequence, a count or python")

@@ -406,8 +406,10 @@ class Activation:
             context_events=[c["seq"] for c in self.state.recent_calls if "seq" in c],
             **self._usage(decision.usage),
         )
-        # not flushed yet: it is committed with the first intent, before any effect
-        return True
+        # not flushed yet: it is committed with the first intent, before any effect.
+        # A monitor may have suspended the agent on this very decision (a budget it
+        # crosses): then none of its actions run until a person clears that.
+        return self.state.status == "running"
 
     def _usage(self, usage: Mapping[str, float] | None) -> dict[str, Any]:
         """The decision's reported cost, with the agent's running totals (for budgets)."""
@@ -465,6 +467,8 @@ class Activation:
                 self.send(index, action)
             if self.state.status == "waiting" and self.state.waiting_for == "approval":
                 return  # the step goes on from this action once a person has answered
+            if self.state.status == "needs_attention":
+                return  # suspended by a monitor: the rest waits until a person clears it
         step_delta = self.scan_delta() if self.dirty else {}
         self.emit(Kind.STEP_COMPLETED, step=inflight["step"], **step_delta)
 

@@ -4,7 +4,7 @@ Both are new identities. A fork or an import gets a new id, a new signing key
 (if its origin had one), fresh entropy in every activation, and a workspace of
 its own, rebuilt from the origin's manifest. Its journal starts with one event
 naming its origin (``agent_forked`` or ``agent_imported``) that carries what
-the agent knew and was doing (:data:`stead.state.CARRIED`): memory, goals,
+the agent knew and was doing (:data:`stead.folds.CARRIED`): memory, goals,
 recent calls, status. It never carries authority: approvals are never copied,
 and grants only when asked for, a fork's as delegations from the origin's live
 grants (which can only narrow, and die with their source), an import's as new
@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..canonical import dumps
 from ..errors import GovernanceError, NotFound, StoreError, UsageError
+from ..folds import CARRIED
 from ..governance.grants import inactive_reason, narrower
 from ..governance.identity import IDENTITY_SECRET
 from ..ids import new_id
 from ..journal import Kind, NewEvent
 from ..sandbox.workspace import Manifest, Workspace
 from ..snapshots.archive import Archive, partial_path, read_archive, write_archive
-from ..state import CARRIED, State
+from ..state import State
 from ..store.base import AgentRecord
 from .messages import mint_identity
 

@@ -18,7 +18,8 @@ from ..errors import SpecError
 from ..governance.gate import LEVELS
 from ..ids import new_id
 from ..integrity import drift
-from ..integrity.monitors import Call, MonitorConfigError, MonitorSet, Violation, build_monitors
+from ..integrity.monitor_config import MonitorConfigError, build_monitors
+from ..integrity.monitors import Call, MonitorSet, Violation
 from ..journal import Event, Kind
 from ..tools.registry import import_object
 

@@ -1,0 +1,91 @@
+"""A suspension stops work at once, and a circuit breaker keeps breaking.
+
+A budget crossed by a decision suspends the agent before any of that
+decision's actions run; after a person clears it, the same decision goes on
+(it is in flight, never asked for again), and the spent budget is not reported
+again. A suspension raised by one action's
+result stops the actions after it in the same decision. An error streak trips
+again every ``errors`` failures, so clearing it once does not switch it off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stead import Runtime
+from stead.cli.main import main
+
+from .test_monitors import CALLS, TOOLS, _clear, assert_check_agrees, run_agent, violations
+
+__all__ = ["_clear"]  # the autouse fixture that empties CALLS
+
+
+def clear(rt: Runtime, tmp_path: Path, agent: str) -> None:
+    (vid,) = rt.store.load_state(agent).violations
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
+    assert main(["clear", agent, vid, "--reason", "a person looked", *store]) == 0
+
+
+def test_a_steps_budget_stops_the_decision_that_crosses_it_before_its_call(
+    tmp_path: Path,
+) -> None:
+    script: list[Any] = [{"tool": "poll", "args": {"target": str(n)}} for n in range(5)]
+    rt, agent, state = run_agent(
+        tmp_path, [*script, {"finish": "x"}], monitors={"budget": {"steps": 3}}
+    )
+    assert state.status == "needs_attention" and "steps budget" in state.status_reason
+    assert [c["target"] for c in CALLS] == ["0", "1", "2"]  # step 4's call did not run
+    assert state.inflight is not None and state.inflight["step"] == 4
+    assert state.inflight["next"] == 0
+    assert_check_agrees(rt, agent)
+
+    clear(rt, tmp_path, agent)
+    state = rt.run(agent, tools=TOOLS).state
+    # the decision in flight runs once cleared (not asked for again); a person who
+    # cleared a spent budget let the agent go on, so it is not reported per step
+    assert [c["target"] for c in CALLS] == ["0", "1", "2", "3", "4"]
+    assert state.status == "completed"
+    assert len([v for v in violations(rt, agent) if v["rule"] == "budget"]) == 1
+    assert_check_agrees(rt, agent)
+    rt.close()
+
+
+def test_a_suspension_raised_by_a_result_stops_the_rest_of_its_decision(
+    tmp_path: Path,
+) -> None:
+    two_at_once = {
+        "actions": [
+            {"tool": "flaky", "args": {"n": 1}},
+            {"tool": "poll", "args": {"target": "after"}},
+        ]
+    }
+    rt, agent, state = run_agent(
+        tmp_path,
+        [two_at_once, {"finish": "x"}],
+        monitors={"error_streak": {"errors": 1}},
+    )
+    assert state.status == "needs_attention"
+    assert [c["tool"] for c in CALLS] == ["flaky"]  # the poll after it waits
+    assert state.inflight is not None and state.inflight["next"] == 1
+    clear(rt, tmp_path, agent)
+    rt.run(agent, tools=TOOLS)
+    assert [c["tool"] for c in CALLS] == ["flaky", "poll"]
+    assert_check_agrees(rt, agent)
+    rt.close()
+
+
+def test_an_error_streak_trips_again_after_it_was_cleared(tmp_path: Path) -> None:
+    script: list[Any] = [{"tool": "flaky", "args": {"n": n}} for n in range(7)]
+    rt, agent, state = run_agent(
+        tmp_path, [*script, {"finish": "x"}], monitors={"error_streak": {"errors": 3}}
+    )
+    assert state.status == "needs_attention" and len(CALLS) == 3
+    clear(rt, tmp_path, agent)
+    state = rt.run(agent, tools=TOOLS).state
+    assert state.status == "needs_attention" and len(CALLS) == 6  # three more, then again
+    streaks = [v for v in violations(rt, agent) if v["rule"] == "error_streak"]
+    assert len(streaks) == 2 and "6 tool calls failed in a row" in streaks[1]["message"]
+    assert len(streaks[1]["events"]) == 3  # it points at the latest three
+    assert_check_agrees(rt, agent)
+    rt.close()
