@@ -24,6 +24,10 @@ from .journal import GENESIS_HASH, Event, Kind
 
 RECENT_CALLS = 20
 """How many finished tool calls the state (and so the model's context) keeps."""
+STREAK_SHOWN = 10
+"""How many of a streak's latest failed calls the state (and a violation) names."""
+TAINTED_KEPT = 50
+"""How many tainted results the state names (as many as the data-flow rule keeps)."""
 
 STATUSES = (
     "created",
@@ -76,6 +80,11 @@ class State:
     violations: dict[str, dict[str, Any]] = field(default_factory=dict)
     # what the model reported its decisions cost, in total
     usage: dict[str, float] = field(default_factory=dict)
+    # for monitors that look further back than a new activation reads: the latest
+    # results marked tainted (data flow) and the failed calls since the last success
+    tainted: list[int] = field(default_factory=list)
+    failed_in_row: int = 0
+    failed_last: list[int] = field(default_factory=list)
     # the behaviour baseline sessions are compared with (stead.integrity.drift)
     baseline: dict[str, Any] | None = None
     # hibernation: the timer the agent waits for, and, while it is hibernated (or
@@ -191,6 +200,11 @@ def apply_in_place(s: State, ev: Event) -> State:
         )
         _apply_delta(s, d)
         s.inflight = advance(s.inflight, d)
+        if d.get("tainted"):
+            s.tainted = [*s.tainted, ev.seq][-TAINTED_KEPT:]
+        if not d.get("refused"):
+            s.failed_in_row = 0 if d["ok"] else s.failed_in_row + 1
+            s.failed_last = [] if d["ok"] else [*s.failed_last, ev.seq][-STREAK_SHOWN:]
     elif k == Kind.OUTCOME_UNKNOWN:
         call = s.pending.get(d["call_id"], {})
         s.pending = {c: v for c, v in s.pending.items() if c != d["call_id"]}

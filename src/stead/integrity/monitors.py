@@ -58,6 +58,7 @@ from typing import Any
 
 from ..canonical import dumps, sha256_hex
 from ..journal import Event, Kind
+from ..state import STREAK_SHOWN, TAINTED_KEPT
 from .drift import DEFAULT_THRESHOLDS, drifted
 
 VERDICTS = ("warn", "block", "suspend")
@@ -162,8 +163,8 @@ class ErrorStreak(Rule):
         if ev.data.get("ok"):
             self.streak, self.failed = [], 0
             return None
-        # only the latest failures are kept: one streak can be as long as it likes
-        self.streak = [*self.streak, ev.seq][-self.errors :]
+        # only the latest failures are named: one streak can be as long as it likes
+        self.streak = [*self.streak, ev.seq][-min(self.errors, STREAK_SHOWN) :]
         self.failed += 1
         # trips again every ``errors`` failures, so a person who clears it and
         # lets the agent fail on does not switch the breaker off
@@ -248,15 +249,28 @@ class DataFlow(Rule):
         self.outbound = list(outbound)
         self.tainted: list[tuple[int, set[str]]] = []
 
+    def taints(self, data: Mapping[str, Any]) -> bool:
+        """Whether a tool result (its event data) is one whose text must not flow out."""
+        if not data.get("ok"):
+            return False
+        return data["tool"] in self.tainted_tools or "[secret:" in dumps(data.get("output"))
+
     def observe(self, ev: Event) -> Violation | None:
-        if not (ev.kind == Kind.TOOL_RESULT and ev.data.get("ok")):
-            return None
-        output = ev.data.get("output")
-        if ev.data["tool"] in self.tainted_tools or "[secret:" in dumps(output):
-            strings = set(_strings(output))
+        if ev.kind == Kind.TOOL_RESULT and self.taints(ev.data):
+            strings = set(_strings(ev.data.get("output")))
             if strings:
-                self.tainted = [*self.tainted, (ev.seq, strings)][-50:]
+                self.tainted = [*self.tainted, (ev.seq, strings)][-TAINTED_KEPT:]
         return None
+
+    def resume(self, earlier: Iterable[Event]) -> None:
+        """Take back tainted results older than the events this rule was primed with."""
+        seen = {seq for seq, _ in self.tainted}
+        older = [
+            (ev.seq, set(_strings(ev.data.get("output"))))
+            for ev in earlier
+            if ev.seq not in seen and self.taints(ev.data)
+        ]
+        self.tainted = [*older, *self.tainted][-TAINTED_KEPT:]
 
     def check(self, call: Call) -> Violation | None:
         if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
@@ -474,6 +488,24 @@ class MonitorSet:
 
     def check_call(self, call: Call) -> list[Violation]:
         return [v for r in self.rules if (v := r.check(call)) is not None]
+
+    def dataflow(self) -> DataFlow | None:
+        return next((r for r in self.rules if isinstance(r, DataFlow)), None)
+
+    def resume(self, failed: list[int], failed_in_row: int, tainted: Iterable[Event]) -> None:
+        """Give rules what the journal holds beyond the events they were primed with.
+
+        ``failed_in_row`` is the state's count of failed calls since the last
+        success and ``failed`` the latest of them; ``tainted`` are the results
+        the state names as tainted. With
+        them, a restarted activation's rules answer as a replay of the whole
+        journal does (``stead check``).
+        """
+        for r in self.rules:
+            if isinstance(r, ErrorStreak):
+                r.failed, r.streak = failed_in_row, list(failed)[-min(r.errors, STREAK_SHOWN) :]
+            elif isinstance(r, DataFlow):
+                r.resume(tainted)
 
 
 def proposed_call(ev: Event) -> Call | None:

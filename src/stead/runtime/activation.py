@@ -559,6 +559,8 @@ class Activation:
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
         if rerun:
             origin = {}  # recorded with its intent
+        if self.watch is not None and self.watch.taints({"tool": name, **result}):
+            result["tainted"] = True  # the state names it, so a restart remembers it
         self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown, **origin)
         if t.effect is Effect.EFFECTFUL:
             # an effect that cannot be safely repeated: shrink the window in which

@@ -62,10 +62,23 @@ class Watch:
         if self.monitors.needs_start():
             created = next(iter(self.act.store.read_events(agent, 1, 1)))
             self.monitors.start(created.at)
-        for ev in self.act.store.read_events(
-            self.act.record.agent_id, max(1, version - PRIME_EVENTS + 1), version
-        ):
+        start = max(1, version - PRIME_EVENTS + 1)
+        for ev in self.act.store.read_events(agent, start, version):
             self.monitors.observe(ev)
+        # what rules remember from further back, as the state names it
+        state = self.act.state
+        older = [
+            ev
+            for seq in state.tainted
+            if seq < start and self.monitors.dataflow() is not None
+            for ev in self.act.store.read_events(agent, seq, seq)
+        ]
+        self.monitors.resume(state.failed_last, state.failed_in_row, older)
+
+    def taints(self, result: Mapping[str, Any]) -> bool:
+        """Whether a tool result is one the data-flow rule must not let flow out."""
+        rule = self.monitors.dataflow()
+        return rule is not None and rule.taints(result)
 
     def observe(self, ev: Event) -> None:
         self._profile(ev)
