@@ -176,6 +176,9 @@ def _violation(s: State, d: Mapping[str, Any], ev: Event) -> None:
     _notice(s, f"monitor {d['rule']} ({d['verdict']}): {d['message']}")
     if d["verdict"] == "suspend":
         s.violations = {**s.violations, d["violation_id"]: dict(d)}
+        if s.status == "waiting":
+            # suspended while it waited: once cleared it waits again, for the same thing
+            s.suspended_wait = {"waiting_for": s.waiting_for, "status_reason": s.status_reason}
         if not s.is_final:  # a finished agent keeps its status; the flag stays open
             s.status, s.status_reason = "needs_attention", f"{d['rule']}: {d['message']}"
 
@@ -183,7 +186,22 @@ def _violation(s: State, d: Mapping[str, Any], ev: Event) -> None:
 def _violation_cleared(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.violations = {v: x for v, x in s.violations.items() if v != d["violation_id"]}
     if not s.violations and not s.unknown and s.status == "needs_attention":
-        s.status, s.status_reason = "running", ""
+        back_to_wait(s)
+
+
+def back_to_wait(s: State) -> None:
+    """Leave ``needs_attention``: wait again for what it waited for, unless that came."""
+    w, s.suspended_wait = s.suspended_wait, None
+    what = (w or {}).get("waiting_for")
+    still = (
+        (what == "input" and not s.inbox)
+        or (what == "approval" and any(a["status"] == "requested" for a in s.approvals.values()))
+        or (what == "timer" and s.timer is not None)
+    )
+    if w is not None and still:
+        s.status, s.waiting_for, s.status_reason = "waiting", what, w["status_reason"]
+    else:
+        s.status, s.waiting_for, s.status_reason = "running", None, ""
 
 
 CARRIED = (

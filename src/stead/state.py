@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .canonical import dumps
-from .folds import KIND_FOLDS, advance
+from .folds import KIND_FOLDS, advance, back_to_wait
 from .journal import GENESIS_HASH, Event, Kind
 
 RECENT_CALLS = 20
@@ -85,6 +85,8 @@ class State:
     tainted: list[int] = field(default_factory=list)
     failed_in_row: int = 0
     failed_last: list[int] = field(default_factory=list)
+    # what the agent waited for when a monitor suspended it, to wait again once cleared
+    suspended_wait: dict[str, Any] | None = None
     # the behaviour baseline sessions are compared with (stead.integrity.drift)
     baseline: dict[str, Any] | None = None
     # hibernation: the timer the agent waits for, and, while it is hibernated (or
@@ -227,8 +229,8 @@ def apply_in_place(s: State, ev: Event) -> State:
                 },
             )
             s.inflight = advance(s.inflight, d)
-        if not s.unknown and s.status == "needs_attention":
-            s.status, s.status_reason = "running", ""
+        if not s.unknown and not s.violations and s.status == "needs_attention":
+            back_to_wait(s)
     elif k == Kind.MEMORY_WRITTEN:
         s.memory = {**s.memory, **d["values"]}
         s.inflight = advance(s.inflight, d)

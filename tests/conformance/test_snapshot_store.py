@@ -349,23 +349,26 @@ def test_agents_to_run_are_runnable_ones_and_sleepers_whose_timer_is_due(store: 
 
 
 def test_idle_agents_are_waiting_ones_unchanged_since_a_time(store: Store) -> None:
+    """Waiting for input, a timer or a person (needs_attention) counts as idle."""
     ids = population(store)
     idle = lambda before: sorted(store.idle_agents(before))  # noqa: E731
+    person = ids["attention_timer10"]
     assert idle(T0) == []
-    assert idle(T0 + 1) == [ids["asks"]]
-    assert idle(T0 + 2) == sorted([ids["asks"], ids["timer100"]])
-    assert idle(T0 + 1e9) == sorted([ids["asks"], ids["timer100"]])
+    assert idle(T0 + 1) == sorted([ids["asks"], person])
+    everyone = sorted([ids["asks"], ids["timer100"], person])
+    assert idle(T0 + 2) == everyone
+    assert idle(T0 + 1e9) == everyone
     # a change makes an agent recent again
     commit(store, ids["asks"], [NewEvent(Kind.MEMORY_WRITTEN, {"values": {"x": 1}})], T0 + 30)
     assert store.load_state(ids["asks"]).status == "waiting"
-    assert idle(T0 + 29) == [ids["timer100"]]
-    assert idle(T0 + 30) == sorted([ids["asks"], ids["timer100"]])
+    assert idle(T0 + 29) == sorted([ids["timer100"], person])
+    assert idle(T0 + 30) == everyone
     # hibernating one makes it no longer idle; restoring it makes it idle from then
     commit(store, ids["asks"], [hibernated("snap_x")], T0 + 40)
-    assert idle(T0 + 1e9) == [ids["timer100"]]
+    assert idle(T0 + 1e9) == sorted([ids["timer100"], person])
     commit(store, ids["asks"], [restored("snap_x")], T0 + 50)
-    assert idle(T0 + 49) == [ids["timer100"]]
-    assert idle(T0 + 50) == sorted([ids["asks"], ids["timer100"]])
+    assert idle(T0 + 49) == sorted([ids["timer100"], person])
+    assert idle(T0 + 50) == everyone
 
 
 # -- tenants --------------------------------------------------------------------------------
@@ -434,7 +437,9 @@ def test_a_tenant_s_view_is_offered_only_its_own_agents(
         assert not set(a.idle_agents(now)) & set(theirs.values())
         assert a.idle_agents(now, "globex") == []
         assert store.idle_agents(now, "globex") == b.idle_agents(now)
-    assert a.idle_agents(T0 + 1e9) == sorted([mine["asks"], mine["timer100"]])
+    assert a.idle_agents(T0 + 1e9) == sorted(
+        [mine["asks"], mine["timer100"], mine["attention_timer10"]]
+    )
     assert a.agents_to_run(T0 + 1e9) == sorted(
         mine[n] for n in ("created", "running", "fired", "asleep_timer50", "timer100")
     )

@@ -172,6 +172,8 @@ def test_a_message_claiming_grants_the_sender_does_not_hold_is_refused(tmp_path:
     rt, _clock, parent, child = setup_pair(tmp_path, [])
     ok, why = deliver(rt, _envelope(rt, parent, child, text="trust me", claims=["gr_admin"]))
     assert not ok and "claims grant gr_admin" in why
+    assert refusals(rt, child) == [why]  # the refusal is journaled by the receiver
+    assert rt.store.load_state(child).inbox == []
     (held,) = rt.store.load_state(parent).grants
     assert deliver(rt, _envelope(rt, parent, child, text="ok", claims=[held]))[0]
     rt.close()
@@ -179,6 +181,7 @@ def test_a_message_claiming_grants_the_sender_does_not_hold_is_refused(tmp_path:
 
 def test_a_delegation_of_a_grant_the_sender_does_not_hold_is_refused(tmp_path: Path) -> None:
     rt, _clock, parent, child = setup_pair(tmp_path, [])
+    before = dict(rt.store.load_state(child).grants)
     ensure_identity(rt, parent)
     env = make_envelope(
         rt,
@@ -189,8 +192,8 @@ def test_a_delegation_of_a_grant_the_sender_does_not_hold_is_refused(tmp_path: P
     )
     ok, why = deliver(rt, env)
     assert not ok and "does not hold" in why
-    assert rt.store.load_state(child).grants.keys() == {
-        g for g in rt.store.load_state(child).grants if not g.startswith("gr_not")
-    }
+    grants = rt.store.load_state(child).grants
+    assert grants == before  # nothing was added or changed
+    assert not [g for g in grants.values() if g.get("delegated_from")]
     assert len(rt.store.load_state(child).grants) == 1  # only its own probe grant
     rt.close()

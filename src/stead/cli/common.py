@@ -118,8 +118,16 @@ def describe_stop(state: State) -> list[str]:
             f"({json.dumps(call.get('args'), sort_keys=True)})"
         )
         lines.append(f"    decide with: stead resolve {agent} {call_id} --as done|retry|abort")
-    if state.status == "waiting" and state.waiting_for == "input":
-        lines.append(f'  reply with: stead send {agent} "TEXT"')
+    asleep = state.hibernated if state.status == "hibernated" else None
+    slept_in = (asleep or {}).get("status", state.status)
+    if asleep is not None:
+        why = asleep.get("status_reason") or ""
+        lines.append(f"  asleep while {slept_in}" + (f": {why}" if why else ""))
+    for vid, v in sorted(state.violations.items()):
+        lines.append(f"  violation {vid} ({v.get('rule')}): {v.get('message', '')}")
+        lines.append(f'    clear with: stead clear {agent} {vid} --reason "..."')
+    if slept_in == "waiting" and state.waiting_for == "input":
+        lines.append(f'  reply with: stead send {agent} "TEXT"' + (" (wakes it)" if asleep else ""))
     for aid, a in sorted(state.approvals.items()):
         if a["status"] == "requested":
             lines.append(f"  approval {aid} asked for {a['tool']}: {a.get('reason', '')}")
@@ -127,10 +135,15 @@ def describe_stop(state: State) -> list[str]:
                 f"    answer with: stead approve {aid} [--valid-for 15m]  or  "
                 f'stead deny {aid} --reason "..."'
             )
-    if state.status == "hibernated":
-        lines.append(f"  wake with: stead wake {agent}  (or any message: stead send {agent} TEXT)")
     if state.timer is not None:
-        lines.append(f"  timer {state.timer['timer_id']} due at {state.timer['due_at']:.0f}")
-    if state.status == "needs_attention" and not state.unknown:
+        due = state.timer["due_at"]
+        lines.append(
+            f"  timer {state.timer['timer_id']} due at {due:.0f}"
+            + (" (a worker wakes it then)" if asleep else "")
+        )
+    if asleep is not None:
+        lines.append(f"  restore it now with: stead wake {agent}")
+    stuck = state.unknown or state.violations
+    if state.status == "needs_attention" and not stuck:
         lines.append(f"  continue with: stead resume {agent}")
     return lines

@@ -127,14 +127,22 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
         snaps = rt.store.list_snapshots(args.agent_id)
+        state = rt.store.load_state(args.agent_id)
     finally:
         rt.close()
+    # only the snapshot the agent sleeps in can still be restored
+    current = (state.hibernated or {}).get("snapshot_id")
     if wants_json(args):
         emit_json([s.to_json() for s in snaps])
         return 0
     table = Table("snapshot", "version", "made", "files", "bytes", "stored", "restored", box=None)
     for s in snaps:
-        used = f"{_when(s.consumed_at)} by {s.consumed_by}" if s.consumed else "[green]not yet[/]"
+        if s.consumed:
+            used = f"{_when(s.consumed_at)} by {s.consumed_by}"
+        elif s.snapshot_id == current:
+            used = "[green]not yet[/]"
+        else:
+            used = f"never (the agent is {state.status})"
         table.add_row(
             s.snapshot_id,
             str(s.version),

@@ -10,7 +10,16 @@ from ..errors import UsageError
 from ..journal import Kind, NewEvent
 from ..runtime.certificates import journaled_certificate, verify_certificate
 from ..state import State
-from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, err, open_runtime, out, wants_json
+from .common import (
+    EXIT_COMPLETED,
+    EXIT_FAILED,
+    describe_stop,
+    emit_json,
+    err,
+    open_runtime,
+    out,
+    wants_json,
+)
 
 
 def register(
@@ -154,11 +163,16 @@ def cmd_clear(args: argparse.Namespace) -> int:
         ]
 
     try:
-        rt.append_as_person(args.agent_id, build)
+        state = rt.append_as_person(args.agent_id, build)
     finally:
         rt.close()
     if not wants_json(args):
-        out.print(f"cleared {args.violation_id}; continue with: stead resume {args.agent_id}")
+        if state.status == "running":
+            out.print(f"cleared {args.violation_id}; continue with: stead resume {args.agent_id}")
+        else:
+            out.print(f"cleared {args.violation_id}")
+            for line in describe_stop(state):
+                out.print(line)
     return EXIT_COMPLETED
 
 

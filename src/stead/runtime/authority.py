@@ -102,8 +102,9 @@ class AuthorityActions:
         """(agent id, approval) for every approval a person has not answered yet."""
         out = []
         for summary in self.store.list_agents(tenant):
-            # a hibernated agent may sleep on an approval; answering it wakes the agent
-            if summary.status not in ("waiting", "hibernated"):
+            # a hibernated agent may sleep on an approval (answering it wakes the
+            # agent), and a suspended one still has the approval it asked for
+            if summary.status not in ("waiting", "hibernated", "needs_attention"):
                 continue
             state = self.store.load_state(summary.agent_id)
             out += [

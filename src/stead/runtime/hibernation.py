@@ -66,6 +66,14 @@ def hibernate(rt: Runtime, agent_id: str, reason: str = "requested") -> Snapshot
         if s.status == "hibernated":
             snap = (s.hibernated or {}).get("snapshot_id")
             raise UsageError(f"agent {agent_id} is already hibernated, in snapshot {snap}")
+        if s.hibernated is not None:
+            # woken, but its next run has not restored it yet: its workspace is still
+            # only that snapshot, which must be restored before a new one is made
+            raise UsageError(
+                f"agent {agent_id} was woken and its snapshot {s.hibernated['snapshot_id']} "
+                f"waits to be restored by its next run; restore it with `stead wake "
+                f"{agent_id}` first, then hibernate it again"
+            )
         if s.status not in HIBERNATABLE:
             raise UsageError(
                 f"agent {agent_id} is {s.status}; only an agent that waits (for input, an "
@@ -133,6 +141,12 @@ def restore(rt: Runtime, snapshot_id: str) -> State:
                 h = act.state.hibernated
                 if h is None or h["snapshot_id"] != snapshot_id:
                     again = rt.store.get_snapshot(snapshot_id)
+                    if act.state.status == "moved":
+                        raise UsageError(
+                            f"agent {snap.agent_id} was moved out of this store "
+                            f"({act.state.status_reason}); its snapshots are not restored "
+                            "here: import the archive where it should run"
+                        )
                     if again.consumed:
                         raise SnapshotConsumed(
                             consumed_message(snapshot_id, again.consumed_at, again.consumed_by)
@@ -143,6 +157,7 @@ def restore(rt: Runtime, snapshot_id: str) -> State:
                         f"{snap.agent_id}` lists them"
                     )
                 unpack(act, snap)
+                fire_due_timer(act)  # restored to wait for a time already past: it is due
                 return act.state
         except LeaseHeld as exc:
             again = rt.store.get_snapshot(snapshot_id)
@@ -176,14 +191,18 @@ def refuse_while_hibernated(state: State, what: str) -> None:
 
 def settle_wake(act: Activation) -> None:
     """At the start of an activation: fire a due timer, restore a woken agent's snapshot."""
-    s = act.state
-    timer = s.timer
-    if timer is not None and timer["due_at"] <= act.clock.now():
-        act.emit(Kind.TIMER_FIRED, timer_id=timer["timer_id"], due_at=timer["due_at"])
-        act.flush()
+    fire_due_timer(act)
     s = act.state
     if s.hibernated is not None and s.status != "hibernated":
         unpack(act, act.store.get_snapshot(s.hibernated["snapshot_id"]))
+
+
+def fire_due_timer(act: Activation) -> None:
+    """Commit ``timer_fired`` if the agent's timer is due (under its lease: once)."""
+    timer = act.state.timer
+    if timer is not None and timer["due_at"] <= act.clock.now():
+        act.emit(Kind.TIMER_FIRED, timer_id=timer["timer_id"], due_at=timer["due_at"])
+        act.flush()
 
 
 def unpack(act: Activation, snap: SnapshotRecord) -> None:

@@ -54,6 +54,21 @@ def carried(state: State) -> dict[str, Any]:
     return out
 
 
+def _exportable(state: State, agent_id: str) -> None:
+    """An agent is exported whole, between steps, with nothing a person must settle."""
+    if state.unknown:
+        calls = ", ".join(sorted(state.unknown))
+        raise UsageError(
+            f"agent {agent_id} has calls whose outcome is unknown ({calls}); settle them "
+            f"first with `stead resolve {agent_id} CALL --as done|retry|abort`, then export"
+        )
+    if state.inflight is not None or state.pending:
+        raise UsageError(
+            f"agent {agent_id} is in the middle of a step; export it when it waits or has "
+            f"stopped between steps (`stead show {agent_id}`)"
+        )
+
+
 def _at_step_boundary(state: State, agent_id: str, version: int) -> None:
     if state.inflight is not None or state.pending or state.unknown:
         raise UsageError(
@@ -180,12 +195,16 @@ def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dic
     """Write the agent's archive to ``path``; with ``move``, retire the source."""
     from .messages import ensure_identity
 
+    before = rt.store.load_state(agent_id)
+    if before.status == "moved":
+        raise UsageError(_moved_message(rt, agent_id))
+    _exportable(before, agent_id)  # before anything is written, such as a new key
     ensure_identity(rt, agent_id)  # the archive is signed with the agent's own key
     with rt.hold(agent_id) as act:
         state = act.state
         if state.status == "moved":
             raise UsageError(_moved_message(rt, agent_id))
-        _at_step_boundary(state, agent_id, state.version)
+        _exportable(state, agent_id)
         record = act.record
         private = rt.vault().get(record.tenant, agent_id, IDENTITY_SECRET)
         if private is None or state.public_key is None:

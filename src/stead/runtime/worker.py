@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import LeaseHeld, SteadError
+from ..errors import LeaseHeld, SteadError, UsageError
 from .activation import Outcome
 from .groupcommit import GroupCommitter
 from .hibernation import hibernate
@@ -79,6 +79,8 @@ class Worker:
                 hibernate(self.runtime, agent_id, reason=f"idle for {self.hibernate_after:g}s")
             except LeaseHeld:
                 continue  # someone is answering it right now: not idle after all
+            except UsageError:
+                continue  # not in a state to sleep now (woken, awaiting its restore)
             except SteadError as exc:
                 report.errors[agent_id] = f"could not hibernate: {exc}"
                 continue

@@ -176,6 +176,8 @@ def wake_at(state: State) -> float | None:
 
 RUN_STATUSES = ("created", "running")
 """Statuses in which an agent has work a worker should take."""
+IDLE_STATUSES = ("waiting", "needs_attention")
+"""Statuses in which an agent waits (for input, an approval, a timer or a person)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,7 +464,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def idle_agents(self, before: float, tenant: str | None = None) -> list[str]:
-        """Waiting (not hibernated) agents whose last change is at or before ``before``."""
+        """Agents that wait (:data:`IDLE_STATUSES`, not hibernated) and last changed
+        at or before ``before``: the ones a worker may hibernate."""
 
     # -- lifecycle ------------------------------------------------------------
 

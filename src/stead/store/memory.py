@@ -25,6 +25,7 @@ from ..errors import (
 from ..journal import Event, Kind
 from ..state import State
 from .base import (
+    IDLE_STATUSES,
     RUN_STATUSES,
     AgentRecord,
     AgentSummary,
@@ -200,7 +201,7 @@ class MemoryStore(Store):
             return sorted(
                 a
                 for a, (status, _) in self._index.items()
-                if status == "waiting"
+                if status in IDLE_STATUSES
                 and self._updated[a] <= before
                 and (tenant is None or self._records[a].tenant == tenant)
             )

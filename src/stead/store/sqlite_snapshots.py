@@ -96,12 +96,11 @@ def agents_to_run(db: sqlite3.Connection, now: float, tenant: str | None) -> lis
 
 
 def idle_agents(db: sqlite3.Connection, before: float, tenant: str | None) -> list[str]:
-    """Waiting agents last written at or before ``before``: candidates to hibernate."""
+    """Agents that wait, last written at or before ``before``: candidates to hibernate."""
     where, params = ("", ()) if tenant is None else (" AND tenant = ?", (tenant,))
     rows = db.execute(
-        "SELECT agent_id FROM agents WHERE status = 'waiting' AND updated_at <= ?"
-        + where
-        + " ORDER BY agent_id",
+        "SELECT agent_id FROM agents WHERE status IN ('waiting', 'needs_attention') "
+        "AND updated_at <= ?" + where + " ORDER BY agent_id",
         (before, *params),
     ).fetchall()
     return [r[0] for r in rows]

