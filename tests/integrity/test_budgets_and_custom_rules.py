@@ -304,13 +304,6 @@ def test_a_custom_python_rule_that_cannot_be_found_stops_the_run_naming_it(
     rt.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: spec validation of monitors.custom[].python checks no shape, although "
-    "spec.py says the shape is checked (predicate checks refuse a ref without "
-    "'module:function'): {python: 3} or {python: 'nocolon'} is accepted at creation and "
-    "every later run fails with ToolError 'cannot import module'",
-)
 @pytest.mark.parametrize("ref", [3, "nocolon"])
 def test_a_custom_python_rule_that_is_not_module_colon_function_is_refused_at_creation(
     tmp_path: Path, ref: Any

@@ -199,13 +199,6 @@ def test_a_predicate_that_cannot_be_imported_fails_the_check_naming_it(tmp_path:
     rt.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Verifier.run_check catches only SteadError, OSError and ValueError, so a "
-    "predicate raising anything else (here KeyError) escapes Runtime.run, before the "
-    "decision is journaled, and does so again on every resume: the agent can never "
-    "go on, instead of the check failing with the exception as its detail",
-)
 def test_a_predicate_that_raises_fails_the_check_instead_of_crashing_the_run(
     tmp_path: Path,
 ) -> None:
@@ -218,11 +211,11 @@ def test_a_predicate_that_raises_fails_the_check_instead_of_crashing_the_run(
     )
     try:
         state = rt.run(agent, tools=TOOLS).state
+        assert state.goals[0]["status"] == "open"
+        (rejected,) = of_kind(rt, agent, Kind.GOAL_REJECTED)
+        assert "never_set" in rejected.data["reasons"][0]
     finally:
         rt.close()
-    assert state.goals[0]["status"] == "open"
-    (rejected,) = of_kind(rt, agent, Kind.GOAL_REJECTED)
-    assert "never_set" in rejected.data["reasons"][0]
 
 
 # -- files exist, file matches, file contains --------------------------------------------

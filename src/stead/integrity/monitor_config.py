@@ -111,6 +111,13 @@ def _custom(item: Any, where: str, load: Callable[[str], Any] | None) -> Rule:
         if not (isinstance(most, int) and isinstance(window, number)):
             raise MonitorConfigError(f"{where}: write {{count: PATTERN, max: N, window: SECONDS}}")
         return Count(str(item["count"]), most, float(window), verdict)
+    if "python" in item:
+        ref = item["python"]
+        module, _, name = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+        if not (module and name):
+            raise MonitorConfigError(
+                f"{where}.python must be 'module:function' (a function f(event, call)), not {ref!r}"
+            )
     if "python" in item and load is not None:
         func = load(str(item["python"]))
         if not callable(func):

@@ -97,7 +97,10 @@ class Verifier:
             func = import_object(check["predicate"], [base], "predicate")
             if not callable(func):
                 return False, "", f"predicate {check['predicate']} is not a function"
-            answer = func(self.act.state, root)
+            try:
+                answer = func(self.act.state, root)
+            except Exception as exc:  # the operator's code: its failure fails the check
+                return False, repr(exc), f"predicate {check['predicate']} raised {exc!r}"
             ok, why = answer if isinstance(answer, tuple) else (bool(answer), "")
             return bool(ok), dumps([bool(ok), str(why)]), str(why) or ("true" if ok else "false")
         goal = next((g for g in self.act.state.goals if g["id"] == goal_id), {})
