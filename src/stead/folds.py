@@ -161,7 +161,7 @@ def _rolled_back(s: State, d: Mapping[str, Any], ev: Event) -> None:
         for name, value in d["restored"].items():
             setattr(s, name, value)
         s.inflight, s.pending, s.unknown = None, {}, {}
-        s.status, s.waiting_for = "running", None
+        s.status, s.waiting_for, s.suspended_wait = "running", None, None
         s.status_reason = f"rolled back to version {d['to_version']}"
         _notice(s, f"rolled back to version {d['to_version']}")
     else:
@@ -220,6 +220,7 @@ CARRIED = (
     "autonomy",
     "tool_autonomy",
     "violations",
+    "suspended_wait",
     "usage",
     "baseline",
     "timer",

@@ -262,6 +262,8 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.status, s.status_reason = d["status"], d.get("reason", "")
         if d["status"] != "waiting":
             s.waiting_for = None
+        if d["status"] != "needs_attention":
+            s.suspended_wait = None  # set explicitly: no wait to go back to
     elif k in KIND_FOLDS:
         KIND_FOLDS[k](s, d, ev)
     # WORKSPACE_RESTORED and RECONCILED are records only: the manifest they

@@ -164,6 +164,49 @@ def test_a_secret_one_tool_saved_is_hidden_when_another_tool_reads_it(tmp_path: 
     assert SECRET.encode() not in raw
 
 
+def test_redaction_keeps_numbers_whole_and_hides_a_secret_spelled_by_one() -> None:
+    value = {"bytes": 4821, "size": 14821, "path": "a/4821.txt", "ok": True, "none": None}
+    assert redact(value, {"PIN": "4821"}) == {
+        "bytes": "[secret:PIN]",
+        "size": "1[secret:PIN]",
+        "path": "a/[secret:PIN].txt",
+        "ok": True,
+        "none": None,
+    }
+    assert redact({"n": 7}, {"PIN": "4821"}) == {"n": 7}
+
+
+def test_a_secret_sealed_under_another_key_does_not_break_other_tools(tmp_path: Path) -> None:
+    """After a key rotation, a secret the vault cannot open is nothing to hide:
+    the calls of tools that need no secret still record their results."""
+    script = [
+        {"tool": "write_file", "args": {"path": "a.txt", "content": "hello"}},
+        {"finish": "ok"},
+    ]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = parse_spec(
+        {
+            "name": "s",
+            "tenant": "acme",
+            "model": "scripted:script.yaml",
+            "tools": ["tests.sandbox.secret_tools:echo_token", "write_file"],
+        },
+        tmp_path,
+    )
+    other = Runtime(
+        SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=base64.b64decode(new_key())
+    )
+    other.vault().set("acme", "TOKEN", SECRET, at=1.0)
+    other.close()
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
+    agent_id = rt.create(spec).agent_id
+    state = rt.run(agent_id).state
+    assert state.status == "completed"
+    (wrote,) = state.recent_calls
+    assert wrote["ok"] and wrote["tool"] == "write_file"
+    rt.close()
+
+
 def test_a_missing_secret_is_a_clear_tool_error(agent: tuple[Runtime, str]) -> None:
     rt, agent_id = agent
     state = rt.run(agent_id).state

@@ -343,3 +343,29 @@ def test_a_move_whose_commit_fails_publishes_nothing_and_keeps_the_source(
     assert (rt.workspace(agent, "default").root / "plan" / "steps.md").exists()
     rt.export(agent, archive, move=True)
     assert archive.exists() and rt.store.load_state(agent).status == "moved"
+
+
+def test_a_move_interrupted_after_its_commit_keeps_the_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the move may be committed the archive is never deleted: an interrupt
+    that lands after the commit leaves the retired source and the whole archive."""
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")
+    flush = Activation.flush
+
+    def commit_then_interrupt(self: Activation) -> None:
+        moving = any(e.kind == Kind.AGENT_MOVED for e in self.buffer)
+        flush(self)
+        if moving:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Activation, "flush", commit_then_interrupt)
+    archive = tmp_path / "agent.stead"
+    with pytest.raises(KeyboardInterrupt):
+        rt.export(agent, archive, move=True)
+    monkeypatch.undo()
+    assert rt.store.load_state(agent).status == "moved"
+    partial = partial_path(archive)
+    assert partial.exists() and not archive.exists()
+    read_archive(partial)  # whole, and it verifies

@@ -5,6 +5,7 @@ The behaviour every backend shares is in tests/conformance/.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -312,3 +313,41 @@ def test_open_store_refuses_urls_it_cannot_use(url: str, hint: str) -> None:
     # errors.py documents as the error for "a bad URL".
     with pytest.raises(UsageError, match=hint):
         open_store(url)
+
+
+def test_a_state_row_written_by_an_older_fold_is_refolded_on_upgrade(db_path: Path) -> None:
+    """Migration 6 folds every journal again: an agent stored by an older stead
+    (its state row lacks what the fold now keeps) verifies after the upgrade."""
+    from stead.integrity.audit import audit
+    from stead.state import fold
+
+    store = SqliteStore(db_path)
+    state = store.create_agent(
+        AgentRecord("ag_old", "t1", "old", {"name": "old"}, T0),
+        [NewEvent(Kind.AGENT_CREATED, {"tenant": "t1", "name": "old"})],
+        at=T0,
+    )
+    failed = {"call_id": "c1", "tool": "x", "args": {}, "ok": False, "error": "boom"}
+    store.commit(
+        state,
+        [NewEvent(Kind.ACTIVATION_STARTED, {"worker": "w1"}), NewEvent(Kind.TOOL_RESULT, failed)],
+        epoch=0,
+        at=T0 + 1,
+    )
+    expected = fold(store.read_events("ag_old")).to_json()
+    assert expected["failed_in_row"] == 1
+    store.close()
+    # what an older stead left: its row without the newer fields, and schema version 5
+    conn = raw(db_path)
+    with conn:
+        old = {k: v for k, v in expected.items() if k not in ("failed_in_row", "failed_last")}
+        conn.execute("UPDATE agents SET state = ? WHERE agent_id = 'ag_old'", (json.dumps(old),))
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 6")
+    conn.close()
+    reopened = SqliteStore(db_path)
+    try:
+        assert reopened.recorded_schema_version() == len(MIGRATIONS)
+        assert reopened.load_state("ag_old").to_json() == expected
+        assert audit(reopened, "ag_old").ok
+    finally:
+        reopened.close()

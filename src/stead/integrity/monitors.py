@@ -250,10 +250,17 @@ class DataFlow(Rule):
         self.tainted: list[tuple[int, set[str]]] = []
 
     def taints(self, data: Mapping[str, Any]) -> bool:
-        """Whether a tool result (its event data) is one whose text must not flow out."""
+        """Whether a tool result (its event data) holds text that must not flow out.
+
+        Only a result with some text long enough to trace counts: one that
+        holds none is not remembered, so it never pushes out one that does.
+        """
         if not data.get("ok"):
             return False
-        return data["tool"] in self.tainted_tools or "[secret:" in dumps(data.get("output"))
+        output = data.get("output")
+        if data["tool"] not in self.tainted_tools and "[secret:" not in dumps(output):
+            return False
+        return any(True for _ in _strings(output))
 
     def observe(self, ev: Event) -> Violation | None:
         if ev.kind == Kind.TOOL_RESULT and self.taints(ev.data):

@@ -27,7 +27,6 @@ without asking the model again or repeating an effect.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
@@ -45,7 +44,7 @@ from ..integrity.provenance import FlowTracer
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.base import Sandbox
-from ..sandbox.secrets import Vault, redact, redact_text
+from ..sandbox.secrets import Vault, openable, redact, redact_text
 from ..sandbox.session import SandboxSession
 from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State, apply_in_place
@@ -303,21 +302,24 @@ class Activation:
         per activation, dropped with it; a secret that is not set is skipped.
         """
         if self._agent_secrets is None:
-            found: dict[str, str] = {}
-            names = sorted({n for t in self.tools.values() for n in t.secrets})
-            vault: Vault | None = None
-            if names and self.vault is not None:
-                # without a key nothing could have been decrypted, so nothing is
-                # hidden; the tool that needs a secret says so when it is called
-                with contextlib.suppress(SecretError):
-                    vault = self.vault()
-            if vault is not None:
-                for name in names:
-                    value = vault.get(self.record.tenant, self.record.agent_id, name)
-                    if value:
-                        found[name] = value
-            self._agent_secrets = found
+            names = {n for t in self.tools.values() for n in t.secrets}
+            self._agent_secrets = openable(
+                self.vault if names else None, self.record.tenant, self.record.agent_id, names
+            )
         return self._agent_secrets
+
+    def as_recorded(
+        self, tool: str, result: dict[str, Any], hidden: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """A tool's result as the journal keeps it: every secret of ``hidden`` redacted,
+        and marked ``tainted`` if the data-flow rule must remember it past a restart."""
+        if "output" in result:
+            result = {**result, "output": redact(result["output"], hidden)}
+        if "error" in result:
+            result = {**result, "error": redact_text(result["error"], hidden)}
+        if self.watch is not None and self.watch.taints({"tool": tool, **result}):
+            result["tainted"] = True  # the state names it, so a restart remembers it
+        return result
 
     def scan_delta(self) -> dict[str, Any]:
         """Scan the workspace; return the delta since the last committed manifest."""
@@ -545,22 +547,19 @@ class Activation:
             self.flush()
             shown, origin = {}, {}
         self.dirty = True
+        hidden = self.agent_secrets()  # opened before the tool runs: it cannot fail after
         secrets: dict[str, str] = {}
         try:
             secrets = self.secrets_for(t)
             output = t.call(args, self.ctx_for(call_id, secrets, t))
-            # a secret the tool echoes is recorded as [secret:NAME], never as itself
-            hidden = {**self.agent_secrets(), **secrets}
-            result: dict[str, Any] = {"ok": True, "output": redact(jsonable(output), hidden)}
+            result: dict[str, Any] = {"ok": True, "output": jsonable(output)}
         except Exception as exc:  # a tool's failure is the model's to see, not a crash
-            hidden = {**self.agent_secrets(), **secrets}
-            result = {"ok": False, "error": redact_text(_describe(exc), hidden)}
+            result = {"ok": False, "error": _describe(exc)}
+        result = self.as_recorded(name, result, {**hidden, **secrets})
         secrets.clear()
         delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
         if rerun:
             origin = {}  # recorded with its intent
-        if self.watch is not None and self.watch.taints({"tool": name, **result}):
-            result["tainted"] = True  # the state names it, so a restart remembers it
         self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown, **origin)
         if t.effect is Effect.EFFECTFUL:
             # an effect that cannot be safely repeated: shrink the window in which

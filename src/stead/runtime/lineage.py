@@ -231,14 +231,21 @@ def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dic
             # committed while the archive exists only as .NAME.partial: a crash
             # after this leaves the source moved and the archive complete under
             # that name (the error of a second export says where)
-            act.emit(
-                Kind.AGENT_MOVED,
-                archive_id=archive_id,
-                archive_sha256=digest,
-                path=str(path.resolve()),
-                by=rt.person(),
-            )
-            act.flush()
+            partial = partial_path(path)
+            try:
+                read_archive(partial)  # it imports, or the source is not retired
+                act.emit(
+                    Kind.AGENT_MOVED,
+                    archive_id=archive_id,
+                    archive_sha256=digest,
+                    path=str(path.resolve()),
+                    by=rt.person(),
+                )
+                act.flush()
+            except BaseException:
+                if not _move_committed(rt, agent_id):
+                    partial.unlink(missing_ok=True)
+                raise
 
         digest = write_archive(
             path,
@@ -252,6 +259,15 @@ def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dic
         if move:
             shutil.rmtree(act.workspace.root, ignore_errors=True)
         return {"archive_id": archive_id, "sha256": digest, "path": str(path), "move": move}
+
+
+def _move_committed(rt: Runtime, agent_id: str) -> bool:
+    """Whether the source is retired after a failed move; when unsure, assume it is
+    (the archive is then kept: nothing is lost)."""
+    try:
+        return rt.store.load_state(agent_id).status == "moved"
+    except Exception:
+        return True
 
 
 def _moved_message(rt: Runtime, agent_id: str) -> str:

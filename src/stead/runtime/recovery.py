@@ -57,15 +57,18 @@ def recover(act: Activation, activation_id: str) -> tuple[str, ...]:
             verdict, result = "unknown", f"reconcile hook failed: {exc}"
         act.emit(Kind.RECONCILED, call_id=call_id, tool=call["tool"], verdict=verdict)
         if verdict == "done":
+            output = jsonable(result) if result is not None else {"reconciled": "done"}
+            recorded = act.as_recorded(
+                call["tool"], {"ok": True, "output": output}, act.agent_secrets()
+            )
             act.emit(
                 Kind.TOOL_RESULT,
                 action=call["action"],
                 call_id=call_id,
                 tool=call["tool"],
                 args=call["args"],
-                ok=True,
                 reconciled=True,
-                output=jsonable(result) if result is not None else {"reconciled": "done"},
+                **recorded,
             )
         elif verdict == "unknown":
             act.emit(

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..canonical import dumps, loads
 from ..errors import SecretError
 from ..store.base import Store
 
@@ -147,22 +147,58 @@ class Vault:
         return values
 
 
+def openable(
+    vault: Callable[[], Vault] | None, tenant: str, agent_id: str, names: Iterable[str]
+) -> dict[str, str]:
+    """The values of ``names`` this vault can open for the agent; the rest are skipped.
+
+    For redaction, never for handing out: without a key nothing could have been
+    decrypted, and a secret sealed under another key was never handed to a tool
+    under this one, so neither is anything to hide.
+    """
+    if vault is None:
+        return {}
+    try:
+        opened = vault()
+    except SecretError:
+        return {}
+    found: dict[str, str] = {}
+    for name in sorted(names):
+        with contextlib.suppress(SecretError):
+            value = opened.get(tenant, agent_id, name)
+            if value:
+                found[name] = value
+    return found
+
+
 def redact(value: Any, secrets: Mapping[str, str]) -> Any:
-    """``value`` with every secret value in it replaced by ``[secret:NAME]``."""
+    """``value`` with every secret value in it replaced by ``[secret:NAME]``.
+
+    Walks the value: each string (and each key) is redacted as text, and a
+    number or other scalar whose text spells a secret is replaced by the
+    redacted text. Replacing inside the value's JSON text instead could cut a
+    number in two and leave no valid JSON at all.
+    """
     if not secrets:
         return value
-    text = dumps(value)
-    changed = False
-    # longest first, so a secret containing another is replaced whole
-    for name, secret in sorted(secrets.items(), key=lambda kv: -len(kv[1])):
-        encoded = dumps(secret)[1:-1]  # as it appears inside a JSON string
-        if encoded and encoded in text:
-            text = text.replace(encoded, f"[secret:{name}]")
-            changed = True
-    return loads(text) if changed else value
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, Mapping):
+        return {
+            (redact_text(k, secrets) if isinstance(k, str) else k): redact(v, secrets)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v, secrets) for v in value]
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value)
+    hidden = redact_text(text, secrets)
+    return value if hidden == text else hidden
 
 
 def redact_text(text: str, secrets: Mapping[str, str]) -> str:
+    # longest first, so a secret containing another is replaced whole
     for name, secret in sorted(secrets.items(), key=lambda kv: -len(kv[1])):
         if secret:
             text = text.replace(secret, f"[secret:{name}]")

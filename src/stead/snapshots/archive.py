@@ -102,10 +102,11 @@ def write_archive(
     version, parts and signature are added here. ``before_publish`` is called
     with the archive's SHA-256 once the whole file is durable under its
     temporary name (``.NAME.partial`` beside ``path``) and before it is renamed
-    into place; if it raises, the temporary file is removed and nothing is
-    published. A move uses it to retire the source in between, so that a crash
-    can leave the source retired and the complete archive under its temporary
-    name, but never both a runnable source and a published archive.
+    into place; if it raises, nothing is published and the temporary file is
+    left for the caller to keep or remove (only it knows whether what it did
+    took effect). A move uses it to retire the source in between, so that a
+    crash can leave the source retired and the complete archive under its
+    temporary name, but never both a runnable source and a published archive.
     """
     parts: dict[str, bytes] = {
         JOURNAL: _pack(b"".join(dumps(e.to_json()).encode() + b"\n" for e in events)),
@@ -127,16 +128,16 @@ def write_archive(
     body += f"sha256 {_sha(bytes(body))}\n".encode()
     digest = _sha(bytes(body))
     tmp = partial_path(path)
-    with open(tmp, "wb") as fh:
-        fh.write(body)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     if before_publish is not None:
-        try:
-            before_publish(digest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        before_publish(digest)
     tmp.replace(path)
     _fsync_dir(path.parent)
     return digest
@@ -181,8 +182,13 @@ def read_archive(path: Path) -> Archive:
             )
     _check_signature(path, header)
     events = _journal(path, _unpack(path, JOURNAL, members[JOURNAL]))
-    state = State.from_json(loads(_unpack(path, STATE, members[STATE]).decode()))
-    _check_history(path, header, events, state)
+    try:
+        stored = loads(_unpack(path, STATE, members[STATE]).decode())
+    except ValueError as exc:
+        raise ArchiveError(f"{path}: its state is not JSON ({exc})") from None
+    if not isinstance(stored, dict):
+        raise ArchiveError(f"{path}: its state is not a JSON object")
+    state = _check_history(path, header, events, stored)
     blobs: dict[str, bytes] = {}
     for digest in sorted(set(state.manifest.values())):
         name = f"blobs/{digest}.zst"
@@ -285,17 +291,25 @@ def _journal(path: Path, text: bytes) -> list[Event]:
 
 
 def _check_history(
-    path: Path, header: Mapping[str, Any], events: list[Event], state: State
-) -> None:
+    path: Path, header: Mapping[str, Any], events: list[Event], stored: Mapping[str, Any]
+) -> State:
+    """Check the journal and the archived state against each other; return the fold.
+
+    The state compared is every field the archiving stead wrote: one written
+    before a field existed is still read (the journal is the truth, and the
+    returned state is its fold by this stead).
+    """
     agent = header["agent"]["agent_id"]
     if not events or any(e.agent_id != agent for e in events):
         raise ArchiveError(f"{path}: its journal is empty or not agent {agent}'s")
     chain = verify_chain(events)
     if not chain.ok:
         raise ArchiveError(f"{path}: journal event {chain.bad_seq} does not verify: {chain.reason}")
-    if chain.head_hash != header["head_hash"] or state.head_hash != header["head_hash"]:
+    if chain.head_hash != header["head_hash"] or stored.get("head_hash") != header["head_hash"]:
         raise ArchiveError(f"{path}: the journal, the state and the header end at different heads")
-    if fold(events).to_json() != state.to_json():
+    state = fold(events)
+    folded = state.to_json()
+    if any(key not in folded or folded[key] != value for key, value in stored.items()):
         raise ArchiveError(f"{path}: the state is not what its journal folds to")
     keys = [e.data["public_key"] for e in events if e.kind == Kind.IDENTITY_CREATED]
     if not keys or keys[-1] != header["public_key"]:
@@ -303,3 +317,4 @@ def _check_history(
             f"{path}: it is signed with a key that is not agent {agent}'s own (its journal "
             "names another, or none)"
         )
+    return state

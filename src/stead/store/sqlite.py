@@ -139,9 +139,13 @@ class SqliteStore(Store):
             current = int(row[0])
             self._check_version(current)
             for version in range(current + 1, len(MIGRATIONS) + 1):
-                for statement in MIGRATIONS[version - 1].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                migration = MIGRATIONS[version - 1]
+                if callable(migration):
+                    migration(db)
+                else:
+                    for statement in migration.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
                 db.execute(
                     "INSERT INTO schema_migrations (version, applied_at) "
                     "VALUES (?, julianday('now'))",

@@ -2,11 +2,47 @@
 
 Each migration is applied in one transaction together with the row recording
 its version. Never edit a migration that has shipped; append a new one.
+
+A migration is SQL, or a function of the open transaction. The state row of
+an agent is a fold of its journal (:func:`stead.state.fold`): when a new
+stead folds existing events into something else (a new field, a changed
+rule), it appends :func:`refold_states`, so that every stored state is again
+exactly what its journal folds to (what ``stead audit verify`` checks).
 """
 
 from __future__ import annotations
 
-MIGRATIONS: list[str] = [
+import sqlite3
+from collections.abc import Callable
+
+from ..canonical import dumps, loads
+from ..journal import Event
+from ..state import fold
+from .base import wake_at
+
+
+def refold_states(db: sqlite3.Connection) -> None:
+    """Rebuild every agent's state row by folding its journal, one agent at a time."""
+    agents = [row[0] for row in db.execute("SELECT agent_id FROM agents ORDER BY agent_id")]
+    for agent_id in agents:
+        rows = db.execute(
+            "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
+            "WHERE agent_id = ? ORDER BY seq",
+            (agent_id,),
+        )
+        state = fold(
+            Event(agent_id, seq, kind, at, loads(data), prev, h, epoch, data)
+            for seq, kind, at, data, prev, h, epoch in rows
+        )
+        db.execute(
+            "UPDATE agents SET state = ?, status = ?, version = ?, wake_at = ? WHERE agent_id = ?",
+            (dumps(state.to_json()), state.status, state.version, wake_at(state), agent_id),
+        )
+
+
+Migration = str | Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: list[Migration] = [
     # 1: agents, their journals, and leases
     """
     CREATE TABLE agents (
@@ -104,4 +140,8 @@ MIGRATIONS: list[str] = [
         WHERE kind IN ('agent_created', 'autonomy_changed', 'grant_added', 'grant_revoked',
                        'completion_certified', 'agent_forked', 'agent_imported');
     """,
+    # 6: the fold now keeps what monitors must remember past a restart (tainted
+    # results, the error streak) and what a suspended agent waited for; a cleared
+    # outcome no longer frees an agent that a violation still holds
+    refold_states,
 ]
