@@ -127,8 +127,16 @@ def _message_refused(s: State, d: Mapping[str, Any], ev: Event) -> None:
 
 
 def _delegated(s: State, d: Mapping[str, Any], ev: Event) -> None:
-    # the sender's record of a delegation or message it sent (or failed to)
+    # the sender's record of a delegation or message it sent (or failed to); a
+    # delivered delegation of counted uses takes them from the parent grant, so
+    # a grant never allows more uses in all than it was given
     s.inflight = advance(s.inflight, d)
+    parent = s.grants.get(d.get("parent", ""))
+    if d.get("ok") and d.get("reserved") and parent is not None:
+        s.grants = {
+            **s.grants,
+            parent["id"]: {**parent, "uses": parent.get("uses", 0) + int(d["reserved"])},
+        }
 
 
 def _goal_rejected(s: State, d: Mapping[str, Any], ev: Event) -> None:

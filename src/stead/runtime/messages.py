@@ -126,8 +126,12 @@ def _problem(rt: Runtime, receiver: State, env: dict[str, Any]) -> tuple[str, di
         return "", {}
     gid = env["body"].get("grant")
     parent = sender.grants.get(gid) if isinstance(gid, str) else None
-    if parent is None or inactive_reason(parent, now) is not None:
+    if parent is None:
         return f"it delegates grant {gid}, which agent {env['from']} does not hold", {}
+    lapsed = inactive_reason(parent, now)
+    if lapsed is not None:
+        # uses already delegated count as used: a grant is never given out twice
+        return f"it delegates a grant agent {env['from']} can no longer use: {lapsed}", {}
     try:
         child = parse_grant(env["body"].get("child"), "delegated grant")
     except GovernanceError as exc:
@@ -214,6 +218,7 @@ def messenger_for(rt: Runtime) -> Messenger:
 
     def send(act: Activation, action: Mapping[str, Any]) -> dict[str, Any]:
         message_id = f"msg_{act.record.agent_id}_{action['call_id']}"
+        reserve: dict[str, Any] = {}
         try:
             if act.state.public_key is None:
                 _, event = mint_identity(rt, act.state)
@@ -234,6 +239,9 @@ def messenger_for(rt: Runtime) -> Messenger:
                 child = parse_grant({"tool": parent["tool"], **narrow}, "delegation")
                 body: dict[str, Any] = {"grant": parent["id"], "child": child}
                 kind = "delegation"
+                if child.get("max_uses") is not None and parent.get("max_uses") is not None:
+                    # the uses delegated are taken from the parent's, once delivered
+                    reserve = {"parent": parent["id"], "reserved": int(child["max_uses"])}
             else:
                 body, kind = {"text": action.get("text", "")}, action.get("kind", "message")
             envelope = make_envelope(rt, sender, action["to"], kind, body, message_id)
@@ -242,6 +250,11 @@ def messenger_for(rt: Runtime) -> Messenger:
             return {"ok": False, "message": message_id, "error": str(exc)}
         if not ok and "already received" in detail:
             ok, detail = True, "delivered earlier (this is a retry after a restart)"
-        return {"ok": ok, "message": message_id, "detail" if ok else "error": detail}
+        return {
+            "ok": ok,
+            "message": message_id,
+            "detail" if ok else "error": detail,
+            **(reserve if ok else {}),
+        }
 
     return send
