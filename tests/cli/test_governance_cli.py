@@ -411,3 +411,31 @@ def test_a_policy_ask_stops_even_an_autonomous_agent_for_approval(
     [a] = pending
     assert a["policy_version"] == 1 and "asks for a person" in a["reason"]
     assert f"stead approve {a['approval_id']}" in out
+
+
+def test_an_argument_constrained_twice_is_refused_rather_than_widened(
+    tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = waiting_agent(tmp_path, store, capsys)
+    code, before = run_json(capsys, "scope", agent, "--store", store)
+    code, _, err = run_text(
+        capsys, "grant", agent, "deploy",
+        "--arg", "size=max:5", "--arg", "size=min:1",
+        "--store", store,
+    )  # fmt: skip
+    assert code == 2 and "--arg size is given twice" in err
+    code, after = run_json(capsys, "scope", agent, "--store", store)
+    assert after["grants"] == before["grants"]
+
+
+def test_one_of_keeps_numbers_as_numbers_and_quoted_text_as_text(
+    tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = waiting_agent(tmp_path, store, capsys)
+    code, made = run_json(
+        capsys, "grant", agent, "deploy",
+        "--arg", 'size=one_of:1,2.5,"3",large',
+        "--store", store,
+    )  # fmt: skip
+    assert code == 0
+    assert made["args"] == {"size": {"one_of": [1, 2.5, "3", "large"]}}

@@ -27,6 +27,18 @@ def duration(text: str) -> float:
     return float(m.group(1)) * _UNIT[m.group(2)]
 
 
+def _literal(text: str) -> Any:
+    """A number if ``text`` is one, a string in double quotes as that string, else text."""
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
 def parse_arg_constraint(text: str) -> tuple[str, dict[str, Any]]:
     """``NAME=KIND:VALUE`` from ``--arg``, e.g. ``path=glob:src/*`` or ``count=max:5``."""
     name, eq, rest = text.partition("=")
@@ -41,7 +53,10 @@ def parse_arg_constraint(text: str) -> tuple[str, dict[str, Any]]:
             return name, {kind: float(value)}
         except ValueError:
             raise UsageError(f"--arg {text!r}: {kind} takes a number") from None
-    if kind in ("one_of", "hosts"):
+    if kind == "one_of":
+        # numbers stay numbers (size=one_of:1,2 allows size=1); quote to keep text
+        return name, {kind: [_literal(v) for v in value.split(",") if v]}
+    if kind == "hosts":
         return name, {kind: [v for v in value.split(",") if v]}
     return name, {kind: value}
 
@@ -122,10 +137,25 @@ def _tenant(args: argparse.Namespace) -> str:
     return tenant_of(args) or "default"
 
 
+def _arg_constraints(texts: list[str]) -> dict[str, dict[str, Any]]:
+    """Every ``--arg``, each argument named once: a second would silently replace the
+    first and so widen the grant (one constraint per argument; no ranges yet)."""
+    out: dict[str, dict[str, Any]] = {}
+    for text in texts:
+        name, constraint = parse_arg_constraint(text)
+        if name in out:
+            raise UsageError(
+                f"--arg {name} is given twice; an argument takes one constraint "
+                f"(here {out[name]} and {constraint}); grant the narrower one"
+            )
+        out[name] = constraint
+    return out
+
+
 def cmd_grant(args: argparse.Namespace) -> int:
     grant: dict[str, Any] = {
         "tool": args.tool,
-        "args": dict(parse_arg_constraint(a) for a in args.arg),
+        "args": _arg_constraints(args.arg),
         "max_uses": args.max_uses,
         "delegable": args.delegable,
     }
