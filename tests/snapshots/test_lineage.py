@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from stead import FakeClock, Kind, Runtime
-from stead.errors import ArchiveError, SteadError, StoreError, UsageError
+from stead.errors import ArchiveError, NotFound, SteadError, StoreError, UsageError
+from stead.governance.identity import IDENTITY_SECRET
 from stead.runtime.activation import Activation
 from stead.runtime.messages import ensure_identity
 from stead.snapshots.archive import HEADER, partial_path, read_archive
+from stead.store.sqlite import SqliteStore
 from stead.tools.base import as_tool
 from stead.tools.builtin import BUILTINS
 
@@ -369,3 +371,36 @@ def test_a_move_interrupted_after_its_commit_keeps_the_archive(
     partial = partial_path(archive)
     assert partial.exists() and not archive.exists()
     read_archive(partial)  # whole, and it verifies
+
+
+def test_a_tenant_s_own_view_can_fork_and_import_its_agents(tmp_path: Path) -> None:
+    """A runtime confined to one tenant forks and imports agents of that tenant,
+    identity keys included, and still cannot reach another tenant's."""
+    rt = runtime_at(tmp_path / "a", FakeClock())
+    agent = waiting_agent(rt, tmp_path / "a")  # tenant "default", with its own key
+    rt.export(agent, tmp_path / "agent.stead")
+    rt.close()
+    view = Runtime(
+        SqliteStore(tmp_path / "a" / "s.db"),
+        tmp_path / "a" / "data",
+        clock=FakeClock(),
+        secret_key=VAULT_KEY,
+        tenant="default",
+    )
+    origin_key = view.store.load_state(agent).public_key
+    fork = view.fork(agent)
+    imported = view.import_archive(tmp_path / "agent.stead")
+    for state in (fork, imported):
+        assert state.tenant == "default" and state.public_key not in (None, origin_key)
+        assert view.vault().get("default", state.agent_id, IDENTITY_SECRET) is not None
+    other = Runtime(
+        SqliteStore(tmp_path / "a" / "s.db"),
+        tmp_path / "a" / "data",
+        clock=FakeClock(),
+        secret_key=VAULT_KEY,
+        tenant="globex",
+    )
+    with pytest.raises(NotFound):
+        other.fork(agent)
+    view.close()
+    other.close()

@@ -36,6 +36,7 @@ from ..sandbox.workspace import Manifest, Workspace
 from ..snapshots.archive import Archive, partial_path, read_archive, write_archive
 from ..state import State
 from ..store.base import AgentRecord
+from ..store.scoped import TenantStore
 from .messages import mint_identity
 
 if TYPE_CHECKING:
@@ -169,6 +170,8 @@ def _give_birth(
     if with_identity:
         # a new key pair, never the origin's: minted before the agent exists, so the
         # agent is created with its identity in one transaction
+        if isinstance(rt.store, TenantStore):
+            rt.store.claim_new(new_agent)
         events.append(mint_identity(rt, State(agent_id=new_agent, tenant=tenant))[1])
     events += extra
     new_record = AgentRecord(new_agent, tenant, name or record.name, record.spec, now)

@@ -126,6 +126,16 @@ class TenantStore(Store):
         self._check(agent_id)
         return self.inner.get_lease(agent_id)
 
+    def claim_new(self, agent_id: str) -> None:
+        """Let this view write for an agent it is about to create (its identity key,
+        sealed before the agent's first transaction); an id in use is refused."""
+        try:
+            self.inner.get_record(agent_id)
+        except NotFound:
+            self._mine.add(agent_id)
+            return
+        self._check(agent_id)  # one of this tenant's is fine; another's reads as missing
+
     def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
         if tenant != self.tenant:
             raise UsageError(
