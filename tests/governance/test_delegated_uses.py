@@ -74,3 +74,33 @@ def test_delegations_never_allow_more_uses_than_the_grant_had(tmp_path: Path, li
     assert all("can no longer use" in e.data["error"] for e in refused)
     assert all(f"used all {limit} times" in e.data["error"] for e in refused)
     rt.close()
+
+
+def test_scope_shows_a_delegated_grant_dead_once_its_source_is_revoked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from stead.cli.main import main
+
+    rt = runtime_at(tmp_path, FakeClock())
+    (tmp_path / "c").mkdir()
+    child = make_agent(rt, tmp_path / "c", [{"finish": "d"}], name="c", scope=[{"tool": "probe"}])
+    (tmp_path / "p").mkdir()
+    scope = [{"tool": "deploy", "max_uses": 3, "delegable": True}]
+    parent = make_agent(rt, tmp_path / "p", [delegate(child, 1), {"wait_for_input": "?"}],
+                        name="p", scope=scope)  # fmt: skip
+    run(rt, parent)
+    (source,) = rt.store.load_state(parent).grants
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
+
+    def delegated() -> dict[str, Any]:
+        capsys.readouterr()
+        assert main(["scope", child, "--json", *store]) == 0
+        (grant,) = [g for g in json.loads(capsys.readouterr().out)["grants"] if g["delegated_from"]]
+        return dict(grant)
+
+    assert delegated()["inactive"] is None
+    rt.revoke(parent, source, reason="incident")
+    assert "was revoked" in delegated()["inactive"]
+    rt.close()

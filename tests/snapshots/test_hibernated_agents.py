@@ -213,3 +213,29 @@ def test_a_cleared_suspension_keeps_an_agent_waiting_on_its_approval(tmp_path: P
     assert rt.run(agent, tools=GOVERNED_TOOLS).state.status == "completed"
     assert len(RUNS) == 1 and len(requested(rt, agent)) == 0
     rt.close()
+
+
+def test_an_agent_waiting_on_an_approval_is_exported_once_it_is_answered(
+    tmp_path: Path,
+) -> None:
+    from ..governance.agents import make_agent as make_governed
+    from ..governance.agents import requested, runtime_at
+
+    rt = runtime_at(tmp_path, FakeClock())
+    agent = make_governed(
+        rt,
+        tmp_path,
+        [{"tool": "deploy", "args": {"target": "prod"}}, {"wait_for_input": "next?"}],
+        autonomy="act_with_approval",
+        scope=[{"tool": "deploy"}],
+    )
+    rt.run(agent, tools=GOVERNED_TOOLS)
+    (asked,) = requested(rt, agent)
+    with pytest.raises(UsageError, match=f"for approval {asked['approval_id']}; answer it"):
+        rt.export(agent, tmp_path / "a.stead", move=True)
+    assert rt.store.load_state(agent).status == "waiting"
+    rt.approve(asked["approval_id"], valid_for=900)
+    rt.run(agent, tools=GOVERNED_TOOLS)
+    rt.export(agent, tmp_path / "a.stead", move=True)
+    assert rt.store.load_state(agent).status == "moved"
+    rt.close()

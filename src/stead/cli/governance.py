@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import GovernanceError, UsageError
+from ..errors import GovernanceError, NotFound, UsageError
 from ..governance.gate import LEVELS
 from ..governance.grants import describe, inactive_reason
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
+from ..runtime.runtime import Runtime
 from .common import EXIT_COMPLETED, emit_json, open_runtime, out, tenant_of, wants_json
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
@@ -184,13 +185,38 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     return EXIT_COMPLETED
 
 
+def _source_problem(rt: Runtime, grant: dict[str, Any], now: float) -> str | None:
+    """Why a delegated grant is dead through its ancestors (revoked, expired), or None.
+
+    The uses a delegation carved out are its own, so a source used up since is not
+    a reason; the gate checks the same at each call.
+    """
+    source, depth = grant.get("delegated_from"), 0
+    while source and depth < 8:
+        depth += 1
+        try:
+            parent = rt.store.load_state(source["agent"]).grants.get(source["grant"])
+        except NotFound:
+            parent = None
+        if parent is None:
+            return f"its source grant {source['grant']} of agent {source['agent']} was revoked"
+        lapsed = inactive_reason({**parent, "max_uses": None}, now)
+        if lapsed is not None:
+            return f"its source: {lapsed}"
+        source = parent.get("delegated_from")
+    return None
+
+
 def cmd_scope(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
         state = rt.store.load_state(args.agent_id)
         now = rt.clock.now()
         policy = rt.store.get_policy(state.tenant)
-        live = {gid: inactive_reason(g, now) or "" for gid, g in state.grants.items()}
+        live = {
+            gid: inactive_reason(g, now) or _source_problem(rt, g, now) or ""
+            for gid, g in state.grants.items()
+        }
     finally:
         rt.close()
     report = {

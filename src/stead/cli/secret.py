@@ -81,7 +81,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if wants_json(args):
         emit_json([{"name": n, "agent_id": a or None, "updated_at": t} for a, n, t in rows])
     elif not rows:
-        out.print(f"no secrets for tenant {tenant}")
+        other = "" if tenant_of(args) else " (secrets are per tenant: --tenant T lists T's)"
+        out.print(f"no secrets for tenant {tenant}{other}")
     else:
         for agent_id, name, _ in rows:
             out.print(f"{name}  ({'agent ' + agent_id if agent_id else 'tenant ' + tenant})")

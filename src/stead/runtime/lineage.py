@@ -63,6 +63,13 @@ def _exportable(state: State, agent_id: str) -> None:
             f"agent {agent_id} has calls whose outcome is unknown ({calls}); settle them "
             f"first with `stead resolve {agent_id} CALL --as done|retry|abort`, then export"
         )
+    asked = [a["approval_id"] for a in state.approvals.values() if a["status"] == "requested"]
+    if asked:
+        raise UsageError(
+            f"agent {agent_id} waits, in the middle of a step, for approval "
+            f"{', '.join(asked)}; answer it (`stead approve` or `stead deny`) and export "
+            "once the agent has gone on to its next wait or stop"
+        )
     if state.inflight is not None or state.pending:
         raise UsageError(
             f"agent {agent_id} is in the middle of a step; export it when it waits or has "
