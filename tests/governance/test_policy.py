@@ -74,6 +74,23 @@ def test_text_with_no_policies_is_refused(text: str) -> None:
         compile_policy(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'forbid(principal, action, resource == Tool::"deploy");',
+        "@ask forbid(principal, action, resource);\nforbid(principal, action, resource);",
+    ],
+)
+def test_text_with_no_permit_is_refused_since_it_would_deny_every_call(text: str) -> None:
+    with pytest.raises(PolicyError, match="holds no permit, so it would deny every call"):
+        compile_policy(text)
+
+
+def test_a_template_only_text_is_refused_as_such() -> None:
+    with pytest.raises(PolicyError, match="only templates"):
+        compile_policy("permit(principal == ?principal, action, resource);")
+
+
 def test_a_policy_error_is_a_governance_error() -> None:
     # the CLI reports GovernanceError as a usage problem (exit 2)
     assert issubclass(PolicyError, GovernanceError)

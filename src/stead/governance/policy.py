@@ -61,10 +61,23 @@ class CompiledPolicy:
                 "Check it against https://docs.cedarpolicy.com/policies/syntax-policy.html"
             ) from exc
         policies = described.get("staticPolicies", {})
+        if not policies and described.get("templates"):
+            raise PolicyError(
+                "the policy text holds only templates (with ?principal or ?resource), which "
+                "stead does not link; write static policies; nothing was stored"
+            )
         if not policies:
             raise PolicyError(
                 "the policy text holds no policies; a tenant with none would deny every "
                 "call. Write at least one permit, e.g. permit(principal, action, resource);"
+            )
+        if not any(p.get("effect") == "permit" for p in policies.values()):
+            # Cedar denies whatever no permit allows: forbids alone deny every call
+            raise PolicyError(
+                "the policy text holds no permit, so it would deny every call (forbid "
+                "rules only take away what a permit allows). Add one, e.g. "
+                "permit(principal, action, resource); or stop an agent with `stead "
+                "autonomy ID observe`; nothing was stored"
             )
         self._ask = frozenset(
             pid for pid, p in policies.items() if "ask" in (p.get("annotations") or {})
