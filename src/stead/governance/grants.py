@@ -32,6 +32,7 @@ import fnmatch
 import math
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -182,9 +183,9 @@ def satisfies(constraint: Mapping[str, Any], value: Any) -> bool:
 def inactive_reason(grant: Mapping[str, Any], now: float) -> str | None:
     """Why the grant cannot be used at ``now`` at all (not yet, no longer, used up), or None."""
     if grant.get("valid_from") is not None and now < grant["valid_from"]:
-        return f"grant {grant['id']} is valid only from {grant['valid_from']}"
+        return f"grant {grant['id']} is valid only from {_when(grant['valid_from'])}"
     if grant.get("valid_until") is not None and now >= grant["valid_until"]:
-        return f"grant {grant['id']} expired at {grant['valid_until']}"
+        return f"grant {grant['id']} expired at {_when(grant['valid_until'])}"
     if grant.get("max_uses") is not None and grant.get("uses", 0) >= grant["max_uses"]:
         return f"grant {grant['id']} has been used all {grant['max_uses']} times"
     return None
@@ -288,11 +289,18 @@ def describe(grant: Mapping[str, Any]) -> str:
         parts.append("(" + ", ".join(f"{k}: {v}" for k, v in sorted(grant["args"].items())) + ")")
     if grant.get("max_uses") is not None:
         parts.append(f"{grant.get('uses', 0)}/{grant['max_uses']} uses")
+    if grant.get("valid_from") is not None:
+        parts.append(f"from {_when(grant['valid_from'])}")
     if grant.get("valid_until") is not None:
-        parts.append(f"until {grant['valid_until']}")
+        parts.append(f"until {_when(grant['valid_until'])}")
     if grant.get("delegable"):
         parts.append("delegable")
     if grant.get("delegated_from"):
         src = grant["delegated_from"]
         parts.append(f"delegated by {src['agent']} from {src['grant']}")
     return " ".join(parts)
+
+
+def _when(at: float) -> str:
+    """A time for people: UTC, to the second (the stored value stays the number)."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
