@@ -439,3 +439,17 @@ def test_one_of_keeps_numbers_as_numbers_and_quoted_text_as_text(
     )  # fmt: skip
     assert code == 0
     assert made["args"] == {"size": {"one_of": [1, 2.5, "3", "large"]}}
+
+
+def test_autonomy_for_a_tool_the_spec_does_not_list_says_so(
+    tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = waiting_agent(tmp_path, store, capsys)
+    code, _, err = run_text(
+        capsys, "autonomy", agent, "observe", "--tool", "shel", "--store", store
+    )
+    assert code == 0 and "lists no tool named shel" in err and "shell" in err
+    code, _, err = run_text(
+        capsys, "autonomy", agent, "observe", "--tool", "shell", "--store", store
+    )
+    assert code == 0 and err == ""

@@ -12,7 +12,7 @@ from ..governance.gate import LEVELS
 from ..governance.grants import describe, inactive_reason
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
 from ..runtime.runtime import Runtime
-from .common import EXIT_COMPLETED, emit_json, open_runtime, out, tenant_of, wants_json
+from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, tenant_of, wants_json
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -246,15 +246,31 @@ def cmd_scope(args: argparse.Namespace) -> int:
     return EXIT_COMPLETED
 
 
+def _spec_tool_names(spec: dict[str, Any]) -> set[str]:
+    """The names the spec's tools most likely go by (a module:function path by its
+    function's name; a tool may rename itself, so this is for a warning only)."""
+    names = set()
+    for entry in spec.get("tools", []):
+        ref = entry["tool"] if isinstance(entry, dict) else str(entry)
+        names.add(ref.rpartition(":")[2])
+    return names
+
+
 def cmd_autonomy(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
         rt.set_autonomy(args.agent_id, args.level, tool=args.tool, reason=args.reason)
+        known = _spec_tool_names(rt.store.get_record(args.agent_id).spec)
     finally:
         rt.close()
     if not wants_json(args):
         what = f"tool {args.tool} of {args.agent_id}" if args.tool else args.agent_id
         out.print(f"autonomy of {what} is now {args.level}")
+    if args.tool and known and args.tool not in known:
+        err.print(
+            f"note: the spec of {args.agent_id} lists no tool named {args.tool} (it lists "
+            f"{', '.join(sorted(known))}); the override counts only for a tool of that name"
+        )
     return EXIT_COMPLETED
 
 
