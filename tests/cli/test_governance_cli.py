@@ -434,11 +434,13 @@ def test_one_of_keeps_numbers_as_numbers_and_quoted_text_as_text(
     agent = waiting_agent(tmp_path, store, capsys)
     code, made = run_json(
         capsys, "grant", agent, "deploy",
-        "--arg", 'size=one_of:1,2.5,"3",large',
+        "--arg", 'size=one_of:1,2.5,"3",large,007,1.10,nan,1_000',
         "--store", store,
     )  # fmt: skip
     assert code == 0
-    assert made["args"] == {"size": {"one_of": [1, 2.5, "3", "large"]}}
+    assert made["args"] == {
+        "size": {"one_of": [1, 2.5, "3", "large", "007", "1.10", "nan", "1_000"]}
+    }
 
 
 def test_autonomy_for_a_tool_the_spec_does_not_list_says_so(

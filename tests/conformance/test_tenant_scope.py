@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from stead.errors import NotFound, UsageError
-from stead.journal import NewEvent, seal
+from stead.errors import NotFound, StoreError, UsageError
+from stead.journal import Kind, NewEvent, seal
 from stead.state import fold
 from stead.store.base import AgentRecord, Batch, Store
 from stead.store.scoped import TenantStore
@@ -91,3 +91,21 @@ def test_secrets_are_visible_to_their_tenant_only(
         a.put_secret("acme", "ag_b", "TOKEN", "pinned-to-their-agent", 2.0)
     assert store.get_secret("globex", "", "TOKEN") == "sealed-b"
     assert b.list_secrets("globex") == [("", "TOKEN", 1.0)]
+
+
+def test_an_id_a_view_claimed_gives_it_nothing_of_another_tenant_s_agent(store: Store) -> None:
+    """A view may write the key of an agent it is about to create, and nothing
+    more: if another tenant creates that id first, the view still cannot see it."""
+    acme = TenantStore(store, "acme")
+    acme.claim_new("ag_contested")
+    acme.put_secret("acme", "ag_contested", "stead.identity", "sealed", 1.0)
+    store.create_agent(
+        AgentRecord("ag_contested", "globex", "theirs", {"name": "theirs"}, 1.0),
+        [NewEvent(Kind.AGENT_CREATED, {"tenant": "globex", "name": "theirs"})],
+        at=1.0,
+    )
+    for read in (acme.get_record, acme.load_state, lambda a: list(acme.read_events(a))):
+        with pytest.raises(NotFound):
+            read("ag_contested")
+    with pytest.raises(StoreError, match="already in use"):
+        TenantStore(store, "acme").claim_new("ag_contested")

@@ -104,3 +104,63 @@ def test_scope_shows_a_delegated_grant_dead_once_its_source_is_revoked(
     rt.revoke(parent, source, reason="incident")
     assert "was revoked" in delegated()["inactive"]
     rt.close()
+
+
+def test_a_refusal_quoting_a_replay_is_not_taken_for_one(tmp_path: Path) -> None:
+    """The sender tells a retry from the receiver's flag, not from words a model
+    can put in the refusal: a refused delegation reserves nothing."""
+    rt = runtime_at(tmp_path, FakeClock())
+    (tmp_path / "c").mkdir()
+    child = make_agent(rt, tmp_path / "c", [{"finish": "d"}], name="c", scope=[{"tool": "probe"}])
+    (tmp_path / "p").mkdir()
+    sneaky = {
+        "delegate": {
+            "to": child,
+            "grant": "deploy",
+            "args": {"target": {"glob": "already received"}},
+        }
+    }
+    scope = [
+        {"tool": "deploy", "args": {"target": {"glob": "qa-*"}}, "max_uses": 2, "delegable": True}
+    ]
+    parent = make_agent(rt, tmp_path / "p", [sneaky, QA1, {"finish": "x"}], name="p", scope=scope)
+    run(rt, parent)
+    (sent,) = [e for e in rt.store.read_events(parent) if e.kind == Kind.DELEGATED]
+    assert not sent.data["ok"] and "reserved" not in sent.data
+    assert "already received" in sent.data["error"]
+    (grant,) = rt.store.load_state(parent).grants.values()
+    assert grant["uses"] == 1 and len(RUNS) == 1  # the parent's own call only
+    rt.close()
+
+
+def test_a_delegation_delivered_again_long_after_is_still_a_replay(tmp_path: Path) -> None:
+    """Message ids are remembered only while a message can be fresh, but a
+    delegation's is found in the receiver's ledger for good: a sender's very late
+    retry never records the grant twice."""
+    from stead.runtime.messages import _deliver, ensure_identity, make_envelope
+
+    clock = FakeClock()
+    rt = runtime_at(tmp_path, clock)
+    (tmp_path / "c").mkdir()
+    child = make_agent(rt, tmp_path / "c", [{"finish": "d"}], name="c", scope=[{"tool": "probe"}])
+    (tmp_path / "p").mkdir()
+    scope = [{"tool": "deploy", "max_uses": 4, "delegable": True}]
+    parent = make_agent(rt, tmp_path / "p", [{"finish": "x"}], name="p", scope=scope)
+    ensure_identity(rt, parent)
+    (gid,) = rt.store.load_state(parent).grants
+    body = {"grant": gid, "child": {"tool": "deploy", "max_uses": 2}}
+
+    def send() -> tuple[bool, str, bool]:
+        sender = rt.store.load_state(parent)
+        return _deliver(rt, make_envelope(rt, sender, child, "delegation", body, "msg_fixed"))
+
+    assert send()[0]
+    clock.advance(700)  # past the time a message id is remembered for
+    assert _deliver(rt, make_envelope(rt, rt.store.load_state(parent), child, "message",
+                                      {"text": "later"}))[0]  # fmt: skip
+    assert "msg_fixed" not in rt.store.load_state(child).seen_messages  # forgotten there
+    ok, detail, replay = send()
+    assert not ok and replay and "a replay" in detail
+    delegated = [g for g in rt.store.load_state(child).grants.values() if g["delegated_from"]]
+    assert len(delegated) == 1
+    rt.close()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from stead import FakeClock, Runtime
 from stead.errors import GovernanceError, PolicyError, UsageError
-from stead.governance.policy import PERMIT_ALL, PolicyVerdict, compile_policy
+from stead.governance.policy import PERMIT_ALL, PolicyVerdict, compile_policy, settable_policy
 from stead.store.memory import MemoryStore
 from stead.store.scoped import TenantStore
 
@@ -83,7 +83,9 @@ def test_text_with_no_policies_is_refused(text: str) -> None:
 )
 def test_text_with_no_permit_is_refused_since_it_would_deny_every_call(text: str) -> None:
     with pytest.raises(PolicyError, match="holds no permit, so it would deny every call"):
-        compile_policy(text)
+        settable_policy(text)
+    # a version stored before this rule still loads, and denies what it denies
+    assert not compile_policy(text).permits
 
 
 def test_a_template_only_text_is_refused_as_such() -> None:

@@ -351,3 +351,24 @@ def test_a_state_row_written_by_an_older_fold_is_refolded_on_upgrade(db_path: Pa
         assert audit(reopened, "ag_old").ok
     finally:
         reopened.close()
+
+
+def test_the_refold_leaves_a_cut_journal_for_the_audit_to_report(db_path: Path) -> None:
+    """A journal that lost its last event is not folded into a state that hides it."""
+    from stead.integrity.audit import audit
+
+    store = SqliteStore(db_path)
+    seed(store)
+    before = store.load_state("ag_1").to_json()
+    store.close()
+    conn = raw(db_path)
+    with conn:
+        conn.execute("DELETE FROM events WHERE agent_id = 'ag_1' AND seq = 5")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 6")
+    conn.close()
+    reopened = SqliteStore(db_path)
+    try:
+        assert reopened.load_state("ag_1").to_json() == before  # left as it was
+        assert not audit(reopened, "ag_1").ok
+    finally:
+        reopened.close()

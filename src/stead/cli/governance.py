@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -29,14 +30,17 @@ def duration(text: str) -> float:
 
 
 def _literal(text: str) -> Any:
-    """A number if ``text`` is one, a string in double quotes as that string, else text."""
+    """A number if ``text`` is written as exactly that number (``7``, ``2.5``, not
+    ``007``, ``1.10`` or ``nan``), a string in double quotes as that string, else text."""
     if len(text) >= 2 and text[0] == text[-1] == '"':
         return text[1:-1]
     for kind in (int, float):
         try:
-            return kind(text)
+            value = kind(text)
         except ValueError:
             continue
+        if repr(value) == text and math.isfinite(value):
+            return value
     return text
 
 

@@ -71,14 +71,8 @@ class CompiledPolicy:
                 "the policy text holds no policies; a tenant with none would deny every "
                 "call. Write at least one permit, e.g. permit(principal, action, resource);"
             )
-        if not any(p.get("effect") == "permit" for p in policies.values()):
-            # Cedar denies whatever no permit allows: forbids alone deny every call
-            raise PolicyError(
-                "the policy text holds no permit, so it would deny every call (forbid "
-                "rules only take away what a permit allows). Add one, e.g. "
-                "permit(principal, action, resource); or stop an agent with `stead "
-                "autonomy ID observe`; nothing was stored"
-            )
+        # Cedar denies whatever no permit allows: forbids alone deny every call
+        self.permits = any(p.get("effect") == "permit" for p in policies.values())
         self._ask = frozenset(
             pid for pid, p in policies.items() if "ask" in (p.get("annotations") or {})
         )
@@ -143,6 +137,23 @@ class CompiledPolicy:
 def compile_policy(text: str, version: int = 0) -> CompiledPolicy:
     """Parse a policy text; raise :class:`~stead.errors.PolicyError` if it is broken."""
     return CompiledPolicy(text, version)
+
+
+def settable_policy(text: str) -> CompiledPolicy:
+    """A policy text a person may set: it parses, and it permits something.
+
+    Checked when a policy is set, not when a stored one is loaded, so a version
+    stored before this rule still evaluates (denying what it denies).
+    """
+    compiled = compile_policy(text)
+    if not compiled.permits:
+        raise PolicyError(
+            "the policy text holds no permit, so it would deny every call (forbid "
+            "rules only take away what a permit allows). Add one, e.g. "
+            "permit(principal, action, resource); or stop an agent with `stead "
+            "autonomy ID observe`; nothing was stored"
+        )
+    return compiled
 
 
 def _cedar_value(value: Any) -> Any:

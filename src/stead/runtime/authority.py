@@ -15,7 +15,7 @@ from ..clock import Clock
 from ..errors import GovernanceError, NotFound
 from ..governance.gate import LEVELS
 from ..governance.grants import parse_grant
-from ..governance.policy import compile_policy
+from ..governance.policy import settable_policy
 from ..ids import new_id
 from ..journal import Kind, NewEvent
 from ..state import State
@@ -183,7 +183,7 @@ class AuthorityActions:
 
     def set_policy(self, tenant: str, text: str) -> int:
         """Store a new policy version for the tenant; a text that does not parse is refused."""
-        compile_policy(text)
+        settable_policy(text)
         return self.store.put_policy(tenant, text, self.person(), self._now())
 
 

@@ -116,8 +116,6 @@ def _problem(rt: Runtime, receiver: State, env: dict[str, Any]) -> tuple[str, di
         return f"it is stale: sent {now - env['at']:.0f} s ago (at most {MAX_AGE_SECONDS:.0f})", {}
     if env["at"] - now > MAX_SKEW_SECONDS:
         return "it is dated in the future", {}
-    if env["id"] in receiver.seen_messages:
-        return f"message {env['id']} was already received: a replay", {}
     for gid in env["body"].get("claims", []) or []:
         grant = sender.grants.get(gid) if isinstance(gid, str) else None
         if grant is None or inactive_reason(grant, now) is not None:
@@ -148,6 +146,27 @@ def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
     Returns (accepted, what happened). A refusal is journaled as
     ``message_refused`` in the receiver's journal with the reason.
     """
+    ok, detail, _ = _deliver(rt, envelope)
+    return ok, detail
+
+
+def _delivered_before(rt: Runtime, receiver: State, env: Mapping[str, Any]) -> bool:
+    """Whether this message reached the receiver already: a replay (or a sender's retry).
+
+    Ids of plain messages are remembered for as long as a message can be fresh;
+    a delegation's is found in the receiver's ledger events (an index) for good,
+    so a retry long after can never record the same grant twice.
+    """
+    if env["id"] in receiver.seen_messages:
+        return True
+    if env.get("kind") != "delegation":
+        return False
+    added = rt.store.read_events_of_kinds(receiver.agent_id, [Kind.GRANT_ADDED])
+    return any(e.data.get("message") == env["id"] for e in added)
+
+
+def _deliver(rt: Runtime, envelope: Any) -> tuple[bool, str, bool]:
+    """:func:`deliver`, also saying whether the refusal was for a replay."""
     try:
         env = check_shape(envelope)
     except GovernanceError as exc:
@@ -162,6 +181,9 @@ def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
     def build(receiver: State) -> list[NewEvent]:
         problem = shape_problem
         child: dict[str, Any] = {}
+        if not problem and _delivered_before(rt, receiver, env):
+            problem = f"message {env['id']} was already received: a replay"
+            outcome["replay"] = True
         if not problem:
             problem, child = _problem(rt, receiver, env)
         if problem:
@@ -202,7 +224,7 @@ def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
         ]
 
     rt.append_as_person(str(env["to"]), build)
-    return bool(outcome["ok"]), str(outcome["detail"])
+    return bool(outcome["ok"]), str(outcome["detail"]), bool(outcome.get("replay"))
 
 
 def _held(sender: State, ref: str) -> dict[str, Any] | None:
@@ -245,10 +267,11 @@ def messenger_for(rt: Runtime) -> Messenger:
             else:
                 body, kind = {"text": action.get("text", "")}, action.get("kind", "message")
             envelope = make_envelope(rt, sender, action["to"], kind, body, message_id)
-            ok, detail = deliver(rt, envelope)
+            ok, detail, replay = _deliver(rt, envelope)
         except SteadError as exc:
             return {"ok": False, "message": message_id, "error": str(exc)}
-        if not ok and "already received" in detail:
+        if replay:
+            # its id is this very action's: an earlier attempt got through before a crash
             ok, detail = True, "delivered earlier (this is a retry after a restart)"
         return {
             "ok": ok,

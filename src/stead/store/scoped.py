@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ..errors import NotFound, SteadError, UsageError
+from ..errors import NotFound, SteadError, StoreError, UsageError
 from ..journal import Event
 from ..state import State
 from .base import (
@@ -40,6 +40,8 @@ class TenantStore(Store):
         self.schema_version = inner.schema_version
         # an agent's tenant never changes, so what was checked stays checked
         self._mine: set[str] = set()
+        # ids this view is about to create: only their secrets may be written early
+        self._claimed: set[str] = set()
 
     def _check(self, agent_id: str) -> None:
         if agent_id in self._mine:
@@ -61,6 +63,7 @@ class TenantStore(Store):
                 f"create an agent of tenant {record.tenant}"
             )
         self.inner._create(record, events, state, at)
+        self._claimed.discard(record.agent_id)
         self._mine.add(record.agent_id)
 
     def get_record(self, agent_id: str) -> AgentRecord:
@@ -127,14 +130,15 @@ class TenantStore(Store):
         return self.inner.get_lease(agent_id)
 
     def claim_new(self, agent_id: str) -> None:
-        """Let this view write for an agent it is about to create (its identity key,
-        sealed before the agent's first transaction); an id in use is refused."""
+        """Let this view write the secrets of an agent it is about to create (its
+        identity key, sealed before the agent's first transaction), and nothing
+        else of it until it exists. An id already in use is refused."""
         try:
             self.inner.get_record(agent_id)
         except NotFound:
-            self._mine.add(agent_id)
+            self._claimed.add(agent_id)
             return
-        self._check(agent_id)  # one of this tenant's is fine; another's reads as missing
+        raise StoreError(f"agent id {agent_id} is already in use; nothing was written")
 
     def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
         if tenant != self.tenant:
@@ -142,7 +146,7 @@ class TenantStore(Store):
                 f"this store view belongs to tenant {self.tenant}; it cannot "
                 f"set secrets of tenant {tenant}"
             )
-        if agent_id:
+        if agent_id and agent_id not in self._claimed:
             self._check(agent_id)
         self.inner.put_secret(tenant, agent_id, name, sealed, at)
 

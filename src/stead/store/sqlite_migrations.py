@@ -16,24 +16,37 @@ import sqlite3
 from collections.abc import Callable
 
 from ..canonical import dumps, loads
-from ..journal import Event
+from ..journal import Event, verify_chain
 from ..state import fold
 from .base import wake_at
 
 
 def refold_states(db: sqlite3.Connection) -> None:
-    """Rebuild every agent's state row by folding its journal, one agent at a time."""
-    agents = [row[0] for row in db.execute("SELECT agent_id FROM agents ORDER BY agent_id")]
-    for agent_id in agents:
+    """Rebuild every agent's state row by folding its journal, one agent at a time.
+
+    Only a journal that verifies and ends where its row says is folded: any
+    other is left as it is, so that ``stead audit verify`` still reports it
+    (a refold must never make a damaged or cut journal look whole).
+    """
+    agents = db.execute("SELECT agent_id, version, state FROM agents ORDER BY agent_id")
+    for agent_id, version, stored in agents.fetchall():
         rows = db.execute(
             "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
             "WHERE agent_id = ? ORDER BY seq",
             (agent_id,),
         )
-        state = fold(
-            Event(agent_id, seq, kind, at, loads(data), prev, h, epoch, data)
-            for seq, kind, at, data, prev, h, epoch in rows
-        )
+        try:
+            events = [
+                Event(agent_id, seq, kind, at, loads(data), prev, h, epoch, data)
+                for seq, kind, at, data, prev, h, epoch in rows
+            ]
+            head = loads(stored).get("head_hash")
+        except ValueError:
+            continue
+        chain = verify_chain(events)
+        if not chain.ok or not events or events[-1].seq != version or chain.head_hash != head:
+            continue
+        state = fold(events)
         db.execute(
             "UPDATE agents SET state = ?, status = ?, version = ?, wake_at = ? WHERE agent_id = ?",
             (dumps(state.to_json()), state.status, state.version, wake_at(state), agent_id),
