@@ -97,6 +97,10 @@ def test_forked_grants_are_delegations_that_die_with_their_source(tmp_path: Path
     assert child["delegated_from"] == {"agent": agent, "grant": gid}
     assert child["max_uses"] == grant["max_uses"] - 1  # the origin used one
     assert child["delegable"] is False and child["id"] != gid
+    # the uses left went to the fork: in all, never more calls than the grant had
+    assert rt.store.load_state(agent).grants[gid]["uses"] == grant["max_uses"]
+    second = rt.fork(agent, with_grants=True)  # nothing of it is left to give
+    assert [g for g in second.grants.values() if g["tool"] == "deploy"] == []
     rt.revoke(agent, gid, "no more deploys")
     rt.send(fork.agent_id, "yes")
     rt.run(fork.agent_id, tools=TOOLS)

@@ -120,12 +120,38 @@ def fork(
     )
     extra: list[NewEvent] = []
     if with_grants:
-        extra += [
-            NewEvent(Kind.GRANT_ADDED, {"grant": g})
-            for g in _delegated(rt, agent_id, latest.grants, f"fork {fork_id}")
-        ]
+        given = _delegated(rt, agent_id, latest.grants, f"fork {fork_id}")
+        extra += [NewEvent(Kind.GRANT_ADDED, {"grant": g}) for g in given]
+        _reserve(rt, agent_id, given, fork_id)
     return _give_birth(
         rt, record, fork_id, name, born, extra, source.manifest, bool(source.public_key)
+    )
+
+
+def _reserve(rt: Runtime, agent_id: str, given: list[dict[str, Any]], to: str) -> None:
+    """Take the counted uses given to a fork from the origin's grants, in the origin's
+    journal, before the fork exists: a grant never allows more calls in all than it
+    was given (if the fork then fails, the uses stay taken: never too many)."""
+    counted = [g for g in given if g.get("max_uses")]
+    if not counted:
+        return
+    who = rt.person()
+    rt.append_as_person(
+        agent_id,
+        lambda _state: [
+            NewEvent(
+                Kind.DELEGATED,
+                {
+                    "to": to,
+                    "ok": True,
+                    "parent": g["delegated_from"]["grant"],
+                    "reserved": int(g["max_uses"]),
+                    "by": who,
+                    "detail": f"uses moved to fork {to} with its grant {g['id']}",
+                },
+            )
+            for g in counted
+        ],
     )
 
 

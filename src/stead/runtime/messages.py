@@ -227,12 +227,16 @@ def _deliver(rt: Runtime, envelope: Any) -> tuple[bool, str, bool]:
     return bool(outcome["ok"]), str(outcome["detail"]), bool(outcome.get("replay"))
 
 
-def _held(sender: State, ref: str) -> dict[str, Any] | None:
-    """The sender's grant named by id, or else its delegable grant for that tool (pattern)."""
+def _held(sender: State, ref: str, now: float) -> dict[str, Any] | None:
+    """The sender's grant named by id, or else its delegable grant for that tool
+    (pattern), preferring one still usable (a used-up one is only a last resort,
+    so the refusal can say why)."""
     if ref in sender.grants:
         return sender.grants[ref]
     matching = [g for _, g in sorted(sender.grants.items()) if g["tool"] == ref and g["delegable"]]
-    return matching[0] if matching else None
+    live = [g for g in matching if inactive_reason(g, now) is None]
+    chosen = live or matching
+    return chosen[0] if chosen else None
 
 
 def messenger_for(rt: Runtime) -> Messenger:
@@ -248,7 +252,7 @@ def messenger_for(rt: Runtime) -> Messenger:
                 act.flush()
             sender = act.state
             if action["type"] == "delegate":
-                parent = _held(sender, action["grant"])
+                parent = _held(sender, action["grant"], rt.clock.now())
                 if parent is None:
                     return {
                         "ok": False,
