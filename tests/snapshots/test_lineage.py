@@ -157,6 +157,8 @@ def test_a_moved_agent_runs_only_where_it_was_imported(tmp_path: Path) -> None:
         rt.send(agent, "yes")
     with pytest.raises(UsageError):
         rt.export(agent, tmp_path / "again.stead")
+    with pytest.raises(UsageError, match="authority went with it"):
+        rt.fork(agent, with_grants=True)
 
     other = runtime_at(tmp_path / "b", FakeClock())
     moved = other.import_archive(archive, with_grants=True)

@@ -120,39 +120,40 @@ def fork(
     )
     extra: list[NewEvent] = []
     if with_grants:
-        given = _delegated(rt, agent_id, latest.grants, f"fork {fork_id}")
+        given = _take_for_fork(rt, agent_id, fork_id)
         extra += [NewEvent(Kind.GRANT_ADDED, {"grant": g}) for g in given]
-        _reserve(rt, agent_id, given, fork_id)
     return _give_birth(
         rt, record, fork_id, name, born, extra, source.manifest, bool(source.public_key)
     )
 
 
-def _reserve(rt: Runtime, agent_id: str, given: list[dict[str, Any]], to: str) -> None:
-    """Take the counted uses given to a fork from the origin's grants, in the origin's
-    journal, before the fork exists: a grant never allows more calls in all than it
-    was given (if the fork then fails, the uses stay taken: never too many)."""
-    counted = [g for g in given if g.get("max_uses")]
-    if not counted:
-        return
-    who = rt.person()
-    rt.append_as_person(
-        agent_id,
-        lambda _state: [
-            NewEvent(
-                Kind.DELEGATED,
-                {
-                    "to": to,
-                    "ok": True,
-                    "parent": g["delegated_from"]["grant"],
-                    "reserved": int(g["max_uses"]),
-                    "by": who,
-                    "detail": f"uses moved to fork {to} with its grant {g['id']}",
-                },
+def _take_for_fork(rt: Runtime, agent_id: str, fork_id: str) -> list[dict[str, Any]]:
+    """The origin's live grants as delegations to the fork, their counted uses taken
+    from the origin's in its journal, all under its lease and from its state now.
+
+    Before the fork exists: a grant never allows more calls in all than it was
+    given (if the fork then fails, the uses stay taken: never too many).
+    """
+    with rt.hold(agent_id) as act:
+        if act.state.status == "moved":
+            raise UsageError(
+                f"agent {agent_id} was moved out; its authority went with it, so a fork "
+                "of it gets no grants (fork without --with-grants)"
             )
-            for g in counted
-        ],
-    )
+        given = _delegated(rt, agent_id, act.state.grants, f"fork {fork_id}")
+        for g in given:
+            if g.get("max_uses"):
+                act.emit(
+                    Kind.DELEGATED,
+                    to=fork_id,
+                    ok=True,
+                    parent=g["delegated_from"]["grant"],
+                    reserved=int(g["max_uses"]),
+                    by=rt.person(),
+                    detail=f"uses moved to fork {fork_id} with its grant {g['id']}",
+                )
+        act.flush()
+    return given
 
 
 def _delegated(

@@ -40,9 +40,10 @@ def refold_states(db: sqlite3.Connection) -> None:
                 Event(agent_id, seq, kind, at, loads(data), prev, h, epoch, data)
                 for seq, kind, at, data, prev, h, epoch in rows
             ]
-            head = loads(stored).get("head_hash")
+            row = loads(stored)
         except ValueError:
             continue
+        head = row.get("head_hash") if isinstance(row, dict) else None
         chain = verify_chain(events)
         if not chain.ok or not events or events[-1].seq != version or chain.head_hash != head:
             continue
