@@ -207,11 +207,24 @@ def test_a_secret_sealed_under_another_key_does_not_break_other_tools(tmp_path: 
     rt.close()
 
 
-def test_a_missing_secret_is_a_clear_tool_error(agent: tuple[Runtime, str]) -> None:
+def test_a_missing_secret_stops_the_agent_until_a_person_sets_it(
+    agent: tuple[Runtime, str],
+) -> None:
+    """Not the model's mistake: the call fails with what to do, and the agent waits
+    in needs_attention instead of going on (or finishing) without the secret."""
     rt, agent_id = agent
     state = rt.run(agent_id).state
     assert "needs secret TOKEN" in state.recent_calls[0]["error"]
     assert "stead secret set TOKEN" in state.recent_calls[0]["error"]
+    assert state.status == "needs_attention" and len(state.recent_calls) == 1
+    assert "could not be given its secrets" in state.status_reason
+    assert f"stead resume {agent_id}" in state.status_reason
+    rt.vault().set("acme", "TOKEN", SECRET, at=2.0)
+    state = rt.run(agent_id).state  # a resume: the model sees the failure and goes on
+    assert state.status == "completed"
+    assert [c["tool"] for c in state.recent_calls] == [
+        "echo_token", "fail_with_token", "undeclared"
+    ]  # fmt: skip
     rt.close()
 
 

@@ -294,13 +294,9 @@ class Activation:
         return self.vault().for_call(self.record.tenant, self.record.agent_id, t.secrets)
 
     def agent_secrets(self) -> dict[str, str]:
-        """Every secret any of this agent's tools may be given, for redaction.
-
-        A secret one tool received can reach another tool's output (written to
-        a file by the first, read back by the second), so every output is
-        redacted against all of them, not only the calling tool's. Opened once
-        per activation, dropped with it; a secret that is not set is skipped.
-        """
+        """Every secret any of this agent's tools may be given, for redaction (one
+        tool's secret can reach another's output through a file). Opened once per
+        activation, dropped with it; one that cannot be opened is skipped."""
         if self._agent_secrets is None:
             names = {n for t in self.tools.values() for n in t.secrets}
             self._agent_secrets = openable(
@@ -549,8 +545,13 @@ class Activation:
         self.dirty = True
         hidden = self.agent_secrets()  # opened before the tool runs: it cannot fail after
         secrets: dict[str, str] = {}
+        unset = ""  # why the tool's secrets could not be given: the operator's to fix
         try:
-            secrets = self.secrets_for(t)
+            try:
+                secrets = self.secrets_for(t)
+            except SecretError as exc:
+                unset = str(exc)
+                raise
             output = t.call(args, self.ctx_for(call_id, secrets, t))
             result: dict[str, Any] = {"ok": True, "output": jsonable(output)}
         except Exception as exc:  # a tool's failure is the model's to see, not a crash
@@ -561,6 +562,14 @@ class Activation:
         if rerun:
             origin = {}  # recorded with its intent
         self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown, **origin)
+        if unset:
+            # not the model's mistake: stop, so a person fixes the vault and resumes
+            self.emit(
+                Kind.STATUS_CHANGED,
+                status="needs_attention",
+                reason=f"tool {name} could not be given its secrets: {unset}; fix that, "
+                f"then `stead resume {self.record.agent_id}`",
+            )
         if t.effect is Effect.EFFECTFUL:
             # an effect that cannot be safely repeated: shrink the window in which
             # a crash would leave its outcome unknown to this one call
