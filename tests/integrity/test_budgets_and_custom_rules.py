@@ -18,17 +18,10 @@ from stead.models.base import Decision
 from stead.tools.base import Tool, as_tool, tool
 
 from ..governance.agents import make_agent, runtime_at
+from .test_monitors import CALLS, poll, violations
 
-CALLS: list[dict[str, Any]] = []
 ASKED: list[tuple[str, str]] = []
 """What the custom rule below was asked about: ("event", kind) or ("call", tool)."""
-
-
-@tool(effect="idempotent")
-def poll(target: str) -> str:
-    """Look at something (records each real run)."""
-    CALLS.append({"tool": "poll", "target": target})
-    return f"{target} is fine"
 
 
 @tool(effect="idempotent")
@@ -66,10 +59,6 @@ RULES = "tests.integrity.test_budgets_and_custom_rules"
 def _clear() -> None:
     CALLS.clear()
     ASKED.clear()
-
-
-def violations(rt: Runtime, agent: str) -> list[dict[str, Any]]:
-    return [dict(e.data) for e in rt.store.read_events(agent) if e.kind == Kind.VIOLATION]
 
 
 def assert_check_agrees(rt: Runtime, agent: str) -> None:

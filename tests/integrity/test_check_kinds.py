@@ -22,6 +22,7 @@ from stead.tools.base import as_tool
 from stead.tools.builtin import BUILTINS
 
 from ..governance.agents import make_agent, runtime_at
+from .test_completion import contexts_seen, write
 
 TOOLS = {name: as_tool(BUILTINS[name]) for name in ("write_file", "read_file")}
 HERE = "tests.integrity.test_check_kinds"
@@ -51,27 +52,6 @@ def crashes(state: Any, workspace: Path) -> bool:
 @pytest.fixture(autouse=True)
 def _clear() -> None:
     SEEN_BY_PREDICATE.clear()
-
-
-def write(path: str, content: str) -> dict[str, Any]:
-    return {"tool": "write_file", "args": {"path": path, "content": content}}
-
-
-def watching(rt: Runtime, agent: str) -> tuple[Any, list[str]]:
-    """The agent's scripted model, recording the context text of each decision."""
-    from stead.models.registry import model_for
-
-    inner = model_for(rt.store.get_record(agent).spec)
-    seen: list[str] = []
-
-    class Watching:
-        name = "watching"
-
-        def decide(self, context: Any) -> Any:
-            seen.append(context.text)
-            return inner.decide(context)
-
-    return Watching(), seen
 
 
 def of_kind(rt: Runtime, agent: str, kind: str) -> list[Any]:
@@ -143,7 +123,7 @@ def test_a_failing_predicate_leaves_the_goal_open_and_tells_the_model_why(
         goals=[PREDICATE_GOAL],
         tools=["write_file"],
     )
-    model, seen = watching(rt, agent)
+    model, seen = contexts_seen(rt, agent)
     state = rt.run(agent, tools=TOOLS, model=model, max_steps=2).state
     assert state.goals[0]["status"] == "open"
     (rejected,) = of_kind(rt, agent, Kind.GOAL_REJECTED)
@@ -174,7 +154,7 @@ def test_a_plain_boolean_predicate_is_judged_on_the_workspace(tmp_path: Path) ->
         goals=[{"id": "clean", "accept": [{"predicate": f"{HERE}:no_todo_left"}]}],
         tools=["write_file"],
     )
-    model, seen = watching(rt, agent)
+    model, seen = contexts_seen(rt, agent)
     assert rt.run(agent, tools=TOOLS, model=model).state.status == "completed"
     (rejected,) = of_kind(rt, agent, Kind.GOAL_REJECTED)
     assert rejected.data["reasons"] == [f"predicate {HERE}:no_todo_left fails: false"]
@@ -295,7 +275,7 @@ def test_failing_file_checks_leave_the_goal_open_with_each_reason(
         goals=[FILES_GOAL],
         tools=["write_file"],
     )
-    model, seen = watching(rt, agent)
+    model, seen = contexts_seen(rt, agent)
     state = rt.run(agent, tools=TOOLS, model=model).state
     assert state.goals[0]["status"] == "open" and state.status != "completed"
     rejected, *_ = of_kind(rt, agent, Kind.GOAL_REJECTED)
@@ -330,7 +310,7 @@ def test_a_sign_off_check_passes_once_a_person_signed_off(
 ) -> None:
     rt = runtime_at(tmp_path, FakeClock(), person="carol@review")
     agent = make_agent(rt, tmp_path, SIGNOFF_SCRIPT, goals=[SIGNOFF_GOAL])
-    model, seen = watching(rt, agent)
+    model, seen = contexts_seen(rt, agent)
     state = rt.run(agent, tools=TOOLS, model=model).state
     assert state.status == "waiting" and state.goals[0]["status"] == "open"
     (rejected,) = of_kind(rt, agent, Kind.GOAL_REJECTED)

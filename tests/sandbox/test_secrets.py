@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -62,6 +63,16 @@ def test_redact_replaces_every_occurrence_even_inside_json_escapes() -> None:
     }
 
 
+MOD = "tests.sandbox.secret_tools"
+
+
+def acme_spec(tmp_path: Path, script: list[Any], tools: list[str]) -> Any:
+    """The spec of a scripted agent of tenant acme with these tools."""
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    data = {"name": "s", "tenant": "acme", "model": "scripted:script.yaml", "tools": tools}
+    return parse_spec(data, tmp_path)
+
+
 @pytest.fixture
 def agent(tmp_path: Path) -> tuple[Runtime, str]:
     script = [
@@ -70,16 +81,8 @@ def agent(tmp_path: Path) -> tuple[Runtime, str]:
         {"tool": "undeclared"},
         {"finish": "done"},
     ]
-    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
-    mod = "tests.sandbox.secret_tools"
-    spec = parse_spec(
-        {
-            "name": "s",
-            "tenant": "acme",
-            "model": "scripted:script.yaml",
-            "tools": [f"{mod}:echo_token", f"{mod}:fail_with_token", f"{mod}:undeclared"],
-        },
-        tmp_path,
+    spec = acme_spec(
+        tmp_path, script, [f"{MOD}:echo_token", f"{MOD}:fail_with_token", f"{MOD}:undeclared"]
     )
     rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
     agent_id = rt.create(spec).agent_id
@@ -134,16 +137,7 @@ def test_a_secret_one_tool_saved_is_hidden_when_another_tool_reads_it(tmp_path: 
         {"tool": "read_file", "args": {"path": "token.txt"}},
         {"finish": "done"},
     ]
-    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
-    spec = parse_spec(
-        {
-            "name": "s",
-            "tenant": "acme",
-            "model": "scripted:script.yaml",
-            "tools": ["tests.sandbox.secret_tools:save_token", "read_file"],
-        },
-        tmp_path,
-    )
+    spec = acme_spec(tmp_path, script, [f"{MOD}:save_token", "read_file"])
     rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=KEY)
     agent_id = rt.create(spec).agent_id
     rt.vault().set("acme", "TOKEN", SECRET, at=1.0)
@@ -183,16 +177,7 @@ def test_a_secret_sealed_under_another_key_does_not_break_other_tools(tmp_path: 
         {"tool": "write_file", "args": {"path": "a.txt", "content": "hello"}},
         {"finish": "ok"},
     ]
-    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
-    spec = parse_spec(
-        {
-            "name": "s",
-            "tenant": "acme",
-            "model": "scripted:script.yaml",
-            "tools": ["tests.sandbox.secret_tools:echo_token", "write_file"],
-        },
-        tmp_path,
-    )
+    spec = acme_spec(tmp_path, script, [f"{MOD}:echo_token", "write_file"])
     other = Runtime(
         SqliteStore(tmp_path / "s.db"), tmp_path / "data", secret_key=base64.b64decode(new_key())
     )
@@ -316,7 +301,7 @@ def test_a_python_tool_runs_its_process_in_the_sandbox_with_its_secret(tmp_path:
         {
             "name": "p",
             "model": "scripted:script.yaml",
-            "tools": ["tests.sandbox.secret_tools:run_with_token"],
+            "tools": [f"{MOD}:run_with_token"],
         },
         tmp_path,
     )

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import GovernanceError, NotFound, UsageError
-from ..governance.gate import LEVELS
+from ..governance.gate import LEVELS, ancestry_problem
 from ..governance.grants import describe, inactive_reason
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
 from ..runtime.runtime import Runtime
+from ..state import State
 from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, tenant_of, wants_json
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
@@ -189,26 +191,14 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     return EXIT_COMPLETED
 
 
-def _source_problem(rt: Runtime, grant: dict[str, Any], now: float) -> str | None:
-    """Why a delegated grant is dead through its ancestors (revoked, expired), or None.
-
-    The uses a delegation carved out are its own, so a source used up since is not
-    a reason; the gate checks the same at each call.
-    """
-    source, depth = grant.get("delegated_from"), 0
-    while source and depth < 8:
-        depth += 1
+def _state_or_none(rt: Runtime) -> Callable[[str], State | None]:
+    def find(agent_id: str) -> State | None:
         try:
-            parent = rt.store.load_state(source["agent"]).grants.get(source["grant"])
+            return rt.store.load_state(agent_id)
         except NotFound:
-            parent = None
-        if parent is None:
-            return f"its source grant {source['grant']} of agent {source['agent']} was revoked"
-        lapsed = inactive_reason({**parent, "max_uses": None}, now)
-        if lapsed is not None:
-            return f"its source: {lapsed}"
-        source = parent.get("delegated_from")
-    return None
+            return None
+
+    return find
 
 
 def cmd_scope(args: argparse.Namespace) -> int:
@@ -218,7 +208,7 @@ def cmd_scope(args: argparse.Namespace) -> int:
         now = rt.clock.now()
         policy = rt.store.get_policy(state.tenant)
         live = {
-            gid: inactive_reason(g, now) or _source_problem(rt, g, now) or ""
+            gid: inactive_reason(g, now) or ancestry_problem(g, now, _state_or_none(rt)) or ""
             for gid, g in state.grants.items()
         }
     finally:

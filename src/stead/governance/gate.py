@@ -30,7 +30,7 @@ from typing import Any
 
 from ..canonical import dumps, sha256_hex
 from ..state import State
-from .grants import allows
+from .grants import allows, inactive_reason
 from .policy import CompiledPolicy
 
 LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
@@ -92,7 +92,7 @@ def covering_grant(
         grant = state.grants[gid]
         problem = allows(grant, tool, args, now)
         if problem is None:
-            problem = _ancestry_problem(grant, tool, args, now, parents)
+            problem = ancestry_problem(grant, now, parents, tool, args)
         if problem is None:
             return gid, ""
         if not problem.startswith(f"grant {gid} covers "):
@@ -100,14 +100,18 @@ def covering_grant(
     return None, why
 
 
-def _ancestry_problem(
+def ancestry_problem(
     grant: Mapping[str, Any],
-    tool: str,
-    args: Mapping[str, Any],
     now: float,
     parents: ParentLookup | None,
+    tool: str | None = None,
+    args: Mapping[str, Any] | None = None,
 ) -> str | None:
-    """Why a delegated grant no longer holds through its ancestors, or None if it does."""
+    """Why a delegated grant no longer holds through its ancestors, or None if it does.
+
+    With a call (``tool``, ``args``) each ancestor must allow that call; without
+    one (``stead scope``), each must still be held and within its time.
+    """
     source = grant.get("delegated_from")
     depth = 0
     while source:
@@ -119,10 +123,15 @@ def _ancestry_problem(
         if parent is None:
             return (
                 f"grant {grant['id']} was delegated from grant {source['grant']} of agent "
-                f"{source['agent']}, which has been revoked"
+                f"{source['agent']}, which was revoked"
             )
         # the parent's own uses are its own; what was carved out for the child is not
-        problem = allows({**parent, "max_uses": None}, tool, args, now)
+        unlimited = {**parent, "max_uses": None}
+        problem = (
+            inactive_reason(unlimited, now)
+            if tool is None
+            else allows(unlimited, tool, args or {}, now)
+        )
         if problem is not None:
             return f"grant {grant['id']} is delegated and its source no longer allows it: {problem}"
         source = parent.get("delegated_from")

@@ -67,12 +67,16 @@ class Watch:
             self.monitors.observe(ev)
         # what rules remember from further back, as the state names it
         state = self.act.state
-        older = [
-            ev
-            for seq in state.tainted
-            if seq < start and self.monitors.dataflow() is not None
-            for ev in self.act.store.read_events(agent, seq, seq)
-        ]
+        older = (
+            []
+            if self.monitors.dataflow() is None
+            else [
+                ev
+                for seq in state.tainted
+                if seq < start
+                for ev in self.act.store.read_events(agent, seq, seq)
+            ]
+        )
         self.monitors.resume(state.failed_last, state.failed_in_row, older)
 
     def taints(self, result: Mapping[str, Any]) -> bool:
