@@ -29,6 +29,7 @@ started it) and must be closed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import secrets
@@ -44,10 +45,16 @@ from pathlib import Path
 
 from .base import Isolation, Limits, RunResult, Sandbox
 from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup
+from .sealed import INSIDE as SEALED_SHELL
+from .sealed import PROBE, sealed_shell
 from .select import select
 
-HELPER = r"""nl='
+HELPER = (
+    r"""nl='
 '
+"""
+    + PROBE
+    + r"""
 clean() {
   i=0
   while set -- /proc/[0-9]*; [ $# -gt 2 ]; do
@@ -82,10 +89,14 @@ while read -r n t v u c; do
   if clean; then echo "done $n $s" >&0; else echo "dirty $n $s" >&0; fi
 done
 """
-"""The loop inside the sandbox. fd 0 is a socket: requests in, ``ready`` and
-``done``/``dirty`` lines out; fds 1 and 2 are the commands' stdout and stderr.
-Processes other than bubblewrap's init and the loop itself are counted in
-``/proc``; only when those two are left is the namespace clean."""
+)
+"""The loop inside the sandbox, run by the execute-only shell of
+:mod:`stead.sandbox.sealed` so that no command can read its memory or take
+its descriptors. fd 0 is a socket: requests in, ``ready`` and
+``done``/``dirty`` lines out (``exposed`` instead of ``ready`` if a child
+could reach it); fds 1 and 2 are the commands' stdout and stderr. Processes
+other than bubblewrap's init and the loop itself are counted in ``/proc``;
+only when those two are left is the namespace clean."""
 
 _HARDENING = ("--cap-drop", "ALL", "--tmpfs", "/dev/shm", "--remount-ro", "/dev")
 """Added to a session's bubblewrap (not to one-shot runs, which keep nothing):
@@ -158,6 +169,10 @@ class _Died(Exception):
     """The loop went away (its socket closed) before answering."""
 
 
+class _Exposed(Exception):
+    """The loop found that a command could read it: the session is not safe here."""
+
+
 class SandboxSession:
     """One agent's commands, in one long-lived bubblewrap per activation.
 
@@ -175,6 +190,9 @@ class SandboxSession:
         self.workspace = workspace
         self._root: Path | None = None
         self._live: _Live | None = None
+        # set when the loop cannot be sealed from its commands on this
+        # machine: every run is then one-shot, slower but as isolated
+        self._unshared = sealed_shell() is None
 
     def underlying(self) -> Sandbox:
         """The sandbox for runs that must not share the session."""
@@ -183,7 +201,11 @@ class SandboxSession:
         return self._sandbox
 
     def isolation(self) -> Isolation:
-        return self.underlying().isolation()
+        found = self.underlying().isolation()
+        if not self._unshared:
+            return found
+        why = "commands cannot share a sandbox here (its loop could not be sealed): one-shot"
+        return dataclasses.replace(found, notes=(*found.notes, why))
 
     @property
     def pid(self) -> int | None:
@@ -204,6 +226,7 @@ class SandboxSession:
             self._root = self.workspace.resolve()
         if (
             type(sandbox) is not BwrapSandbox
+            or self._unshared
             or network
             or not _shareable(argv, env)
             or workspace.resolve() != self._root
@@ -225,8 +248,10 @@ class SandboxSession:
         if self._live is not None and self._live.proc.poll() is not None:
             self.close()  # it died between runs: start again
         answer = None
+        shell = sealed_shell()
+        assert shell is not None  # else run() never shares
         try:
-            live = self._live = self._live or self._start(sandbox, deadline, err)
+            live = self._live = self._live or self._start(sandbox, shell, deadline, err)
             if live is not None:  # else the start itself ran out of time
                 nonce = secrets.token_hex(8)
                 live.sock.settimeout(max(deadline - time.monotonic(), 0.001))
@@ -234,6 +259,9 @@ class SandboxSession:
                 answer = _pump(live, deadline, nonce, out, err)
         except TimeoutError:
             pass  # the request itself could not be sent in time
+        except _Exposed:
+            self._unshared = True
+            return sandbox.run(argv, self.workspace, env=env, limits=limits)
         except (_Died, OSError) as exc:
             self._end(out, err)
             note = (
@@ -276,13 +304,27 @@ class SandboxSession:
         for fd in (live.out, live.err):
             os.close(fd)
 
-    def _start(self, sandbox: BwrapSandbox, deadline: float, err: _Capture) -> _Live | None:
-        """Start bubblewrap with the loop; wait for its ``ready``."""
+    def _start(
+        self, sandbox: BwrapSandbox, shell: Path, deadline: float, err: _Capture
+    ) -> _Live | None:
+        """Start bubblewrap with the loop; wait for its ``ready``.
+
+        Raises :class:`_Exposed` if the loop's own check finds that a
+        command could reach it.
+        """
         assert self._root is not None
-        argv = ["/bin/sh", "-c", HELPER]
+        argv = [SEALED_SHELL, "-c", HELPER]
         inner = sandbox.command(argv, self._root, {}, network=False)
         cut = len(inner) - len(argv) - 1  # at the "--" before the command
-        inner = [*inner[:cut], *_HARDENING, *inner[cut:]]
+        # the shell is bound while the sandbox's root can still take a mount point
+        ro = inner.index("--remount-ro")
+        inner = [
+            *inner[:ro],
+            *("--ro-bind", str(shell), SEALED_SHELL),
+            *inner[ro:cut],
+            *_HARDENING,
+            *inner[cut:],
+        ]
         cgroup = _make_pids_cgroup(4_194_304)  # the real maximum is set per run
         prelude = f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))} && " if cgroup else ""
         ours, theirs = socket.socketpair()
@@ -318,10 +360,12 @@ class SandboxSession:
             ready = _pump(live, deadline, None, _Capture(0), err)
         except _Died:
             ready, died = None, True
-        if ready is not None:
+        if ready == ["ready"]:
             return live
         self._live = live
         self._end(_Capture(0), err)  # keeping what bubblewrap said on stderr
+        if ready == ["exposed"]:
+            raise _Exposed()
         if died:
             raise _Died("bubblewrap could not start it")
         return None
@@ -371,7 +415,7 @@ def _pump(
             line, _, rest = bytes(live.pending).partition(b"\n")
             live.pending[:] = rest
             words = line.decode("ascii", errors="replace").split()
-            if nonce is None and words == ["ready"]:
+            if nonce is None and words in (["ready"], ["exposed"]):
                 return words
             if len(words) == 3 and words[0] in ("done", "dirty") and words[1] == nonce:
                 return words
