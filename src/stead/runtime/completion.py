@@ -21,13 +21,15 @@ from ..canonical import dumps, sha256_hex
 from ..errors import PathEscape, SteadError
 from ..integrity.checks import describe
 from ..journal import Kind
-from ..sandbox.paths import resolve_inside
+from ..sandbox import beneath
 from ..tools.registry import import_object
 
 if TYPE_CHECKING:
     from .activation import Activation
 
 DETAIL_CHARS = 300
+MAX_CHECKED_FILE = 64 * 1024 * 1024
+"""A file check reads at most this much of a file (its hash covers what was read)."""
 
 Certifier = Callable[["Activation", Mapping[str, Any]], dict[str, Any] | None]
 """Signs a completion for an activation; None when it cannot (no vault key)."""
@@ -76,16 +78,17 @@ class Verifier:
                 return False, out, f"timed out after {check['timeout']} s"
             return result.exit_code == 0, out, f"exit {result.exit_code}: {out.strip()}"
         if "files_exist" in check:
-            missing = [p for p in check["files_exist"] if not _file(root, p).is_file()]
-            seen = dumps({p: _digest(_file(root, p)) for p in check["files_exist"]})
+            found = {p: _read(root, p) for p in check["files_exist"]}
+            missing = [p for p, data in found.items() if data is None]
+            seen = dumps({p: _digest(data) for p, data in found.items()})
             return not missing, seen, f"missing: {', '.join(missing)}" if missing else "all there"
         for kind in ("file_contains", "file_matches"):
             if kind in check:
                 arg = check[kind]
-                path = _file(root, arg["path"])
-                if not path.is_file():
+                data = _read(root, arg["path"])
+                if data is None:
                     return False, "", f"{arg['path']} does not exist"
-                text = path.read_text(encoding="utf-8", errors="replace")
+                text = data.decode("utf-8", errors="replace")
                 ok = (
                     arg["text"] in text
                     if kind == "file_contains"
@@ -176,12 +179,13 @@ class Verifier:
             act.emit(Kind.COMPLETION_CERTIFIED, certificate=certificate)
 
 
-def _file(root: Path, rel: str) -> Path:
+def _read(root: Path, rel: str) -> bytes | None:
+    """The file's bytes, reached without following links; None if it is not a file there."""
     try:
-        return resolve_inside(root, rel)
-    except PathEscape:
-        return root / ".stead-no-such-file"
+        return beneath.read_bytes(root, rel, MAX_CHECKED_FILE)
+    except (PathEscape, OSError):
+        return None
 
 
-def _digest(path: Path) -> str | None:
-    return sha256_hex(path.read_bytes().decode("latin-1")) if path.is_file() else None
+def _digest(data: bytes | None) -> str | None:
+    return sha256_hex(data.decode("latin-1")) if data is not None else None

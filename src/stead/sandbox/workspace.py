@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..store.blobs import BlobStore
+from . import beneath
 from .paths import resolve_inside
 
 Manifest = dict[str, str]
@@ -67,30 +68,37 @@ class Workspace:
         manifest: Manifest = {}
         if not self.root.exists():
             return manifest
-        root = str(self.root)
         # A file modified within the timestamp granularity of the scan could change
         # again without its stat changing; such "racily clean" files are re-hashed.
         trust_before = time.time_ns() - RACY_NS
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            for name in sorted(filenames):
-                full = os.path.join(dirpath, name)
-                rel = os.path.relpath(full, root).replace(os.sep, "/")
-                st = os.lstat(full)
+        # walked by descriptor, following no link: a command still running in
+        # the sandbox may swap a folder for a link to a host folder mid-scan,
+        # and a file may vanish or change type between listing and reading
+        for rel, dir_fd, name in beneath.walk_files(self.root):
+            try:
+                st = os.lstat(name, dir_fd=dir_fd)
+            except OSError:
+                continue
+            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            seen = self._seen.get(rel)
+            if seen is not None and seen[0] == key and st.st_mtime_ns < trust_before:
+                manifest[rel] = seen[1]
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fd)
                 if not _is_regular(st.st_mode):
                     continue
                 key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                seen = self._seen.get(rel)
-                if seen is not None and seen[0] == key and st.st_mtime_ns < trust_before:
-                    manifest[rel] = seen[1]
-                    continue
-                with open(full, "rb") as fh:
-                    data = fh.read()
-                digest = hashlib.sha256(data).hexdigest()
-                if not self.blobs.has(digest):
-                    self.blobs.put(data, digest)
-                self._seen[rel] = (key, digest)
-                manifest[rel] = digest
+                data = fh.read()
+            digest = hashlib.sha256(data).hexdigest()
+            if not self.blobs.has(digest):
+                self.blobs.put(data, digest)
+            self._seen[rel] = (key, digest)
+            manifest[rel] = digest
         return manifest
 
     def restore(self, manifest: Manifest) -> Delta:

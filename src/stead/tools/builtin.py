@@ -1,17 +1,18 @@
 """The built-in tools: files in the workspace, and a shell command line.
 
-Paths are relative to the agent's workspace and cannot leave it. ``shell`` runs
+Paths are relative to the agent's workspace and cannot leave it: the file tools
+open every step of a path without following links (:mod:`stead.sandbox.beneath`),
+so a link or a folder swapped for one mid-call never leads out. ``shell`` runs
 in the workspace with a scrubbed environment; putting it inside an OS sandbox is
 the sandbox package's job.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from ..sandbox import beneath
 from ..sandbox.base import Limits
-from ..sandbox.paths import resolve_inside
 from .base import ToolContext, tool
 
 MAX_READ = 256 * 1024
@@ -22,36 +23,32 @@ SHELL_TIMEOUT = 120.0
 @tool(effect="read_only")
 def read_file(path: str, ctx: ToolContext) -> str:
     """Return the text of a file in the workspace."""
-    target = resolve_inside(ctx.workspace, path)
-    if not target.is_file():
-        raise FileNotFoundError(f"no file {path!r} in the workspace; list_files shows them")
-    data = target.read_bytes()[:MAX_READ]
+    try:
+        data = beneath.read_bytes(ctx.workspace, path, MAX_READ)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise FileNotFoundError(
+            f"no file {path!r} in the workspace; list_files shows them"
+        ) from None
     return data.decode("utf-8", errors="replace")
 
 
 @tool(effect="idempotent")
 def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
     """Write a text file in the workspace, replacing it whole."""
-    target = resolve_inside(ctx.workspace, path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{ctx.call_id}.tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, target)
-    return {"path": path, "bytes": len(content.encode("utf-8"))}
+    data = content.encode("utf-8")
+    beneath.write_atomic(ctx.workspace, path, data, ctx.call_id)
+    return {"path": path, "bytes": len(data)}
 
 
 @tool(effect="read_only")
 def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
     """List the files under a folder of the workspace, relative to the workspace."""
-    root = ctx.workspace.resolve()
-    base = resolve_inside(ctx.workspace, path) if path not in ("", ".") else root
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames.sort()
-        for name in sorted(filenames):
-            full = os.path.join(dirpath, name)
-            out.append(os.path.relpath(full, root).replace(os.sep, "/"))
-    return out
+    try:
+        return [rel for rel, _fd, _name in beneath.walk_files(ctx.workspace, path or ".")]
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(
+            f"no folder {path!r} in the workspace; list_files with no path lists it all"
+        ) from None
 
 
 @tool(effect="effectful")
