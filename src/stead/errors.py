@@ -18,6 +18,7 @@
     │   └── ArchiveError          an archive or snapshot is corrupt, truncated, tampered
     ├── ToolError                 a tool is unknown, mis-declared or mis-called
     │   ├── PathEscape            a path leaves the agent's workspace
+    │   ├── WorkspaceFull         a call would take the workspace past its quota
     │   └── SandboxUnavailable    no sandbox here, and no opt-in to run without one
     ├── SecretError               the vault key or a secret is missing or wrong
     ├── GovernanceError           a grant, approval, delegation or message is invalid
@@ -99,6 +100,10 @@ class ToolError(SteadError):
 
 class PathEscape(ToolError):
     """A path given to a workspace tool resolves outside the agent's workspace."""
+
+
+class WorkspaceFull(ToolError):
+    """A call would take the agent's workspace past its quota (``limits.workspace_mb``)."""
 
 
 class SandboxUnavailable(ToolError):

@@ -24,6 +24,13 @@ from .models.scripted import ScriptedModel
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
 DEFAULT_MAX_STEPS = 1000
+DEFAULT_COMMAND_SECONDS = 120.0
+"""No command a tool runs (``shell`` included) goes on longer, whatever the
+model asks, unless the spec's ``limits.command_seconds`` says otherwise."""
+MAX_COMMAND_SECONDS = 86_400
+DEFAULT_WORKSPACE_MB = 1024
+"""How large an agent's workspace may grow (``limits.workspace_mb``)."""
+LIMIT_KEYS = ("max_steps", "command_seconds", "workspace_mb")
 _FIELDS = (
     "name",
     "tenant",
@@ -56,6 +63,9 @@ class AgentSpec:
     goals: tuple[dict[str, Any], ...] = ()
     workspace: str | None = None
     max_steps: int = DEFAULT_MAX_STEPS
+    # the operator's ceiling on every command a tool runs, whatever it asks for
+    command_seconds: float = DEFAULT_COMMAND_SECONDS
+    workspace_mb: int = DEFAULT_WORKSPACE_MB
     base_dir: str = "."
     script: list[Any] | None = field(default=None, compare=False)
     # None: one unconstrained grant per listed tool
@@ -75,7 +85,11 @@ class AgentSpec:
             "autonomy": self.autonomy,
             "goals": [dict(g) for g in self.goals],
             "workspace": self.workspace,
-            "limits": {"max_steps": self.max_steps},
+            "limits": {
+                "max_steps": self.max_steps,
+                "command_seconds": self.command_seconds,
+                "workspace_mb": self.workspace_mb,
+            },
             "base_dir": self.base_dir,
             "script": self.script,
             "scope": None if self.scope is None else [dict(g) for g in self.scope],
@@ -139,11 +153,28 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     limits = data.get("limits", {})
     if limits is None:
         limits = {}
-    if not isinstance(limits, dict) or set(limits) - {"max_steps"}:
-        raise _fail("limits", "must be a mapping with 'max_steps'")
+    if not isinstance(limits, dict) or set(limits) - set(LIMIT_KEYS):
+        raise _fail("limits", f"must be a mapping with any of {', '.join(LIMIT_KEYS)}")
     max_steps = limits.get("max_steps", DEFAULT_MAX_STEPS)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise _fail("limits.max_steps", f"must be a whole number of at least 1, got {max_steps!r}")
+    command_seconds = limits.get("command_seconds", DEFAULT_COMMAND_SECONDS)
+    if (
+        isinstance(command_seconds, bool)
+        or not isinstance(command_seconds, int | float)
+        or not 0 < command_seconds <= MAX_COMMAND_SECONDS
+    ):
+        raise _fail(
+            "limits.command_seconds",
+            f"must be a number of seconds above 0 and at most {MAX_COMMAND_SECONDS}, "
+            f"got {command_seconds!r}",
+        )
+    workspace_mb = limits.get("workspace_mb", DEFAULT_WORKSPACE_MB)
+    if isinstance(workspace_mb, bool) or not isinstance(workspace_mb, int) or workspace_mb < 1:
+        raise _fail(
+            "limits.workspace_mb",
+            f"must be a whole number of MiB, at least 1, got {workspace_mb!r}",
+        )
 
     scope = _parse_scope(data.get("scope"))
     tool_autonomy = data.get("tool_autonomy") or {}
@@ -173,6 +204,8 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
         goals=goals,
         workspace=workspace,
         max_steps=max_steps,
+        command_seconds=float(command_seconds),
+        workspace_mb=workspace_mb,
         base_dir=str(base),
         script=script,
         scope=scope,

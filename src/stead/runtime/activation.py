@@ -28,7 +28,6 @@ without asking the model again or repeating an effect.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +54,8 @@ from .context import Renderer
 from .governed import Governor, Messenger, is_escalation
 from .groupcommit import GroupCommitter
 from .heartbeat import Heartbeat
+from .leases import holder_is_dead_here, this_worker
+from .limits import settle_workspace, tool_limits
 from .watch import Watch
 
 LEASE_TTL = 30.0
@@ -74,37 +75,6 @@ class Outcome:
     state: State
     steps: int
     restored: tuple[str, ...] = ()
-
-
-def this_worker() -> str:
-    """A worker identity: host and process id, which recovery uses to spot dead holders."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def holder_is_dead_here(owner: str) -> bool:
-    """True when ``owner`` names a process on this host that no longer exists."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def jsonable(value: Any) -> Any:
@@ -279,6 +249,7 @@ class Activation:
             env={n: os.environ[n] for n in (tool.env if tool else ()) if n in os.environ},
             # checked now, at the call, like every other grant
             network=network_grant(self.state.grants, self.clock.now()) is not None,
+            **tool_limits(self.record.spec),
         )
 
     def idempotency_key(self, call_id: str) -> str:
@@ -317,9 +288,9 @@ class Activation:
             result["tainted"] = True  # the state names it, so a restart remembers it
         return result
 
-    def scan_delta(self) -> dict[str, Any]:
+    def scan_delta(self, limit: int | None = None) -> dict[str, Any]:
         """Scan the workspace; return the delta since the last committed manifest."""
-        now_manifest = self.workspace.scan()
+        now_manifest = self.workspace.scan(limit)
         delta = diff(self.manifest, now_manifest)
         self.manifest = now_manifest
         self.dirty = False
@@ -558,7 +529,7 @@ class Activation:
             result = {"ok": False, "error": _describe(exc)}
         result = self.as_recorded(name, result, {**hidden, **secrets})
         secrets.clear()
-        delta = self.scan_delta() if t.effect is not Effect.READ_ONLY else {}
+        result, delta = settle_workspace(self, t, result)
         if rerun:
             origin = {}  # recorded with its intent
         self.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown, **origin)

@@ -31,6 +31,23 @@ class Limits:
     memory_bytes: int | None = 1024 * 1024 * 1024
     processes: int | None = 128
     output_bytes: int = 64 * 1024
+    # the largest file a command may write (RLIMIT_FSIZE); the workspace quota
+    file_bytes: int | None = None
+
+    def capped_by(self, ceiling: Limits) -> Limits:
+        """These limits, none looser than ``ceiling``'s (the operator's)."""
+
+        def low(mine: int | None, cap: int | None) -> int | None:
+            return cap if mine is None else mine if cap is None else min(mine, cap)
+
+        return Limits(
+            wall_seconds=min(self.wall_seconds, ceiling.wall_seconds),
+            cpu_seconds=low(self.cpu_seconds, ceiling.cpu_seconds),
+            memory_bytes=low(self.memory_bytes, ceiling.memory_bytes),
+            processes=low(self.processes, ceiling.processes),
+            output_bytes=min(self.output_bytes, ceiling.output_bytes),
+            file_bytes=low(self.file_bytes, ceiling.file_bytes),
+        )
 
 
 @dataclass(frozen=True, slots=True)

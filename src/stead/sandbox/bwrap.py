@@ -168,6 +168,8 @@ class BwrapSandbox:
             prelude.append(f"ulimit -t {limits.cpu_seconds}")
         if limits.memory_bytes is not None:
             prelude.append(f"ulimit -v {limits.memory_bytes // 1024}")
+        if limits.file_bytes is not None:
+            prelude.append(f"ulimit -f {file_blocks(limits.file_bytes)}")
         launcher = " && ".join([*prelude, "exec " + shlex.join(inner)])
         try:
             proc = subprocess.Popen(
@@ -182,6 +184,12 @@ class BwrapSandbox:
         finally:
             if cgroup is not None:
                 _remove_cgroup(cgroup)
+
+
+def file_blocks(size: int) -> int:
+    """``ulimit -f``'s unit: 512-byte blocks in every POSIX ``sh`` (dash, and
+    bash when started as ``sh``), rounded down so the limit is never passed."""
+    return max(size // 512, 1)
 
 
 def _make_pids_cgroup(processes: int | None) -> Path | None:

@@ -26,8 +26,10 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-INSIDE = "/run/stead/loop-sh"
-"""Where the copy is bound inside the sandbox."""
+INSIDE = "/run/stead/sh"
+"""Where the copy is bound inside the sandbox. Named ``sh`` so that a bash
+copy runs in POSIX mode, as ``/bin/sh`` does (``ulimit -f`` in 512-byte
+blocks, say)."""
 
 PROBE = 'if /bin/cat "/proc/$$/environ" >/dev/null 2>&1; then echo exposed >&0; exit 1; fi'
 """The loop's first line: a child (``/bin/cat``, a readable program) reads the

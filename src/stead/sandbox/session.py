@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import Isolation, Limits, RunResult, Sandbox
-from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup
+from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup, file_blocks
 from .sealed import INSIDE as SEALED_SHELL
 from .sealed import PROBE, sealed_shell
 from .select import select
@@ -77,12 +77,13 @@ clean() {
   return 0
 }
 echo ready >&0
-while read -r n t v u c; do
+while read -r n t v u f c; do
   (
     cd /workspace || exit 126
     [ "$t" = - ] || ulimit -t "$t" || exit 126
     [ "$v" = - ] || ulimit -v "$v" || exit 126
     [ "$u" = - ] || ulimit -u "$u" || exit 126
+    [ "$f" = - ] || ulimit -f "$f" || exit 126
     eval "$c"
   ) </dev/null
   s=$?
@@ -391,6 +392,7 @@ class SandboxSession:
             "-" if limits.cpu_seconds is None else str(limits.cpu_seconds),
             "-" if limits.memory_bytes is None else str(limits.memory_bytes // 1024),
             "-" if procs is None else str(procs),
+            "-" if limits.file_bytes is None else str(file_blocks(limits.file_bytes)),
         ]
         # argv is set aside first: a variable named like one of the loop's
         # (``nl``, say) must not change how later words expand

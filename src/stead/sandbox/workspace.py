@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import WorkspaceFull
 from ..store.blobs import BlobStore
 from . import beneath
 from .paths import resolve_inside
@@ -55,6 +56,8 @@ class Workspace:
         self.blobs = blobs
         # (size, mtime_ns, ctime_ns, inode) -> hash, so unchanged files are not re-read
         self._seen: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+        self.size = 0
+        """The bytes of the files the last :meth:`scan` found."""
 
     def create(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -63,14 +66,21 @@ class Workspace:
         """The absolute path of ``rel`` inside the workspace; refuse escapes."""
         return resolve_inside(self.root, rel)
 
-    def scan(self) -> Manifest:
-        """The manifest of the folder as it is now; new content goes to the blob store."""
+    def scan(self, limit: int | None = None, keep: bool = True) -> Manifest:
+        """The manifest of the folder as it is now; new content goes to the blob store.
+
+        With ``limit``, a folder whose files add up to more bytes raises
+        :class:`~stead.errors.WorkspaceFull` as soon as the walk sees it, before
+        the content past the limit is stored. Without ``keep``, nothing new is
+        stored (a restore only compares).
+        """
         manifest: Manifest = {}
         if not self.root.exists():
             return manifest
         # A file modified within the timestamp granularity of the scan could change
         # again without its stat changing; such "racily clean" files are re-hashed.
         trust_before = time.time_ns() - RACY_NS
+        size = 0
         # walked by descriptor, following no link: a command still running in
         # the sandbox may swap a folder for a link to a host folder mid-scan,
         # and a file may vanish or change type between listing and reading
@@ -79,10 +89,16 @@ class Workspace:
                 st = os.lstat(name, dir_fd=dir_fd)
             except OSError:
                 continue
+            if limit is not None and size + st.st_size > limit:
+                raise WorkspaceFull(
+                    f"the workspace holds more than its quota of {limit // 2**20} MiB "
+                    f"(at {rel!r}); remove files, or raise limits.workspace_mb in the spec"
+                )
             key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             seen = self._seen.get(rel)
             if seen is not None and seen[0] == key and st.st_mtime_ns < trust_before:
                 manifest[rel] = seen[1]
+                size += st.st_size
                 continue
             try:
                 fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
@@ -95,10 +111,14 @@ class Workspace:
                 key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 data = fh.read()
             digest = hashlib.sha256(data).hexdigest()
-            if not self.blobs.has(digest):
+            stored = self.blobs.has(digest)
+            if keep and not stored:
                 self.blobs.put(data, digest)
-            self._seen[rel] = (key, digest)
+            if keep or stored:  # a hash remembered is a hash whose blob exists
+                self._seen[rel] = (key, digest)
             manifest[rel] = digest
+            size += len(data)
+        self.size = size
         return manifest
 
     def restore(self, manifest: Manifest) -> Delta:
@@ -110,7 +130,7 @@ class Workspace:
         """
         self.create()
         oddities = self._remove_non_regular()
-        current = self.scan()
+        current = self.scan(keep=False)  # what is not in manifest is about to go
         delta = diff(manifest, current)
         # delta is "what current has that manifest lacks", so undo it
         for rel in delta.changed:

@@ -25,7 +25,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -58,6 +58,10 @@ class ToolContext:
     env: Mapping[str, str] = field(default_factory=dict)
     # whether the agent holds a live network grant now (see stead.governance.grants)
     network: bool = False
+    # the operator's limits: no command runs looser, whatever a tool or model asks
+    ceiling: Limits | None = None
+    # how large the workspace may grow (bytes); None: no quota
+    quota_bytes: int | None = None
 
     def run(
         self, argv: Sequence[str], *, timeout: float = 120.0, limits: Limits | None = None
@@ -67,8 +71,8 @@ class ToolContext:
         Every process a tool starts should start here: the command sees the
         workspace at ``/workspace``, this call's declared variables and
         secrets, and nothing else of the worker; it is killed with its children
-        at ``timeout``. Without a sandbox (and no opt-in) it raises
-        :class:`~stead.errors.SandboxUnavailable`.
+        at ``timeout``, or at the operator's ``ceiling`` if that is sooner. Without
+        a sandbox (and no opt-in) it raises :class:`~stead.errors.SandboxUnavailable`.
         """
         sandbox = self.sandbox or select()
         if self.secrets and isinstance(sandbox, SandboxSession):
@@ -82,9 +86,19 @@ class ToolContext:
             list(argv),
             self.workspace,
             env=env,
-            limits=limits or Limits(wall_seconds=timeout),
+            limits=self.capped(limits or Limits(wall_seconds=timeout)),
             network=self.network,
         )
+
+    def capped(self, limits: Limits) -> Limits:
+        """``limits`` held to the operator's ceiling and, per file, to the quota."""
+        if self.ceiling is not None:
+            limits = limits.capped_by(self.ceiling)
+        if self.quota_bytes is not None:
+            cap = self.quota_bytes
+            mine = limits.file_bytes
+            limits = replace(limits, file_bytes=cap if mine is None else min(mine, cap))
+        return limits
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,11 @@ the sandbox package's job.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
+from ..errors import WorkspaceFull
 from ..sandbox import beneath
 from ..sandbox.base import Limits
 from .base import ToolContext, tool
@@ -36,6 +39,8 @@ def read_file(path: str, ctx: ToolContext) -> str:
 def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
     """Write a text file in the workspace, replacing it whole."""
     data = content.encode("utf-8")
+    if ctx.quota_bytes is not None:
+        _check_room(ctx, path, len(data), ctx.quota_bytes)
     beneath.write_atomic(ctx.workspace, path, data, ctx.call_id)
     return {"path": path, "bytes": len(data)}
 
@@ -54,14 +59,29 @@ def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
 @tool(effect="effectful")
 def shell(command: str, ctx: ToolContext, timeout: float = SHELL_TIMEOUT) -> dict[str, Any]:
     """Run a command line in the workspace, in the sandbox; return its exit code and output."""
-    result = ctx.run(
-        ["/bin/sh", "-c", command],
-        limits=Limits(wall_seconds=timeout, output_bytes=MAX_OUTPUT),
-    )
+    # the operator's ceiling holds whatever timeout the model asked for
+    limits = ctx.capped(Limits(wall_seconds=timeout, output_bytes=MAX_OUTPUT))
+    result = ctx.run(["/bin/sh", "-c", command], limits=limits)
     out = result.to_json()
     if result.timed_out:
-        out["timeout"] = timeout
+        out["timeout"] = limits.wall_seconds
     return out
+
+
+def _check_room(ctx: ToolContext, path: str, size: int, quota: int) -> None:
+    """Refuse a write that would take the workspace past its quota."""
+    target = "/".join(beneath.parts_of(path))
+    total = size
+    for rel, dir_fd, name in beneath.walk_files(ctx.workspace):
+        if rel != target:
+            with contextlib.suppress(OSError):
+                total += os.lstat(name, dir_fd=dir_fd).st_size
+    if total > quota:
+        raise WorkspaceFull(
+            f"writing {size} bytes to {path!r} would take the workspace past its quota "
+            f"of {quota // 2**20} MiB; remove files first, or ask the operator to raise "
+            "limits.workspace_mb"
+        )
 
 
 BUILTINS = {f.__name__: f for f in (read_file, write_file, list_files, shell)}
