@@ -31,6 +31,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..canonical import dumps
@@ -54,7 +55,7 @@ from .context import Renderer
 from .governed import Governor, Messenger, is_escalation
 from .groupcommit import GroupCommitter
 from .heartbeat import Heartbeat
-from .leases import holder_is_dead_here, this_worker
+from .leases import ensure_held, holder_is_dead_here, this_worker
 from .limits import settle_workspace, tool_limits
 from .watch import Watch
 
@@ -165,7 +166,9 @@ class Activation:
         except BaseException:
             self.release()  # refused: the lease is given back, nothing keeps renewing it
             raise
-        self._heartbeat = Heartbeat(self.store, self.lease, self.lease_ttl, self.clock).start()
+        self._heartbeat = Heartbeat(
+            self.store, self.lease, self.lease_ttl, self.clock, on_lost=self.lease_lost
+        ).start()
         self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
 
@@ -250,7 +253,14 @@ class Activation:
             # checked now, at the call, like every other grant
             network=network_grant(self.state.grants, self.clock.now()) is not None,
             **tool_limits(self.record.spec),
+            fencing_token=self.lease.epoch if self.lease else None,
+            lease_check=partial(ensure_held, self.store, self.lease) if self.lease else None,
         )
+
+    def lease_lost(self) -> None:
+        """Another worker has the agent now: kill this one's sandbox (from the heartbeat)."""
+        if self._session is not None:
+            self._session.kill()
 
     def idempotency_key(self, call_id: str) -> str:
         """Stable across every retry of the call, in any activation."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import socket
 
+from ..errors import StaleEpoch
+from ..store.base import Lease, Store
+
 
 def this_worker() -> str:
     """A worker identity: host and process id, which recovery uses to spot dead holders."""
@@ -41,3 +44,18 @@ def _is_zombie(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
     except (OSError, IndexError):
         return False
+
+
+def ensure_held(store: Store, lease: Lease) -> None:
+    """Raise :class:`~stead.errors.StaleEpoch` unless ``lease`` is still the agent's.
+
+    A tool calls it (``ctx.check_lease()``) just before an effect that must not
+    happen twice: a worker that was paused past its lease and resumed learns
+    here that another worker has taken the agent over, instead of acting.
+    """
+    current = store.get_lease(lease.agent_id)
+    if current is None or current.epoch != lease.epoch or current.owner != lease.owner:
+        raise StaleEpoch(
+            f"this worker no longer holds agent {lease.agent_id}'s lease (epoch "
+            f"{lease.epoch}); another worker has taken it over, so this call must not act"
+        )

@@ -21,7 +21,7 @@ import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import PathEscape
@@ -112,8 +112,13 @@ def read_bytes(root: Path, rel: str, limit: int) -> bytes:
         return fh.read(limit)
 
 
-def write_atomic(root: Path, rel: str, data: bytes, tmp_suffix: str) -> None:
-    """Replace the file ``rel`` under ``root`` with ``data`` in one rename."""
+def write_atomic(
+    root: Path, rel: str, data: bytes, tmp_suffix: str, before: Callable[[], None] | None = None
+) -> None:
+    """Replace the file ``rel`` under ``root`` with ``data`` in one rename.
+
+    ``before`` is called just before the rename; if it raises, nothing is replaced.
+    """
     folders, name = _split(rel)
     with open_dir(root, folders, rel, create=True) as dir_fd:
         tmp = f".{name}.{tmp_suffix}.tmp"
@@ -126,6 +131,8 @@ def write_atomic(root: Path, rel: str, data: bytes, tmp_suffix: str) -> None:
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+            if before is not None:
+                before()
             _refuse_if_link(dir_fd, name, rel)  # replacing it would hide the mistake
             with contextlib.suppress(FileNotFoundError):
                 if stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):

@@ -235,6 +235,25 @@ class SandboxSession:
             return sandbox.run(argv, workspace, env=env, limits=limits, network=network)
         return self._run(sandbox, argv, env, limits)
 
+    def kill(self) -> None:
+        """Kill the session's processes now; safe from another thread.
+
+        For a worker that has lost its lease: the command running in the
+        session dies at once, so nothing of it writes to the workspace after
+        another worker has the agent. The thread running the command sees the
+        session end and reports the run failed; :meth:`close` still tidies up.
+        """
+        live = self._live
+        if live is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(live.proc.pid, signal.SIGKILL)
+        if live.cgroup is not None:
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (live.cgroup / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+
     def close(self) -> None:
         """End the session's processes and remove its cgroup; safe to repeat."""
         self._end(_Capture(0), _Capture(0), graceful=True)

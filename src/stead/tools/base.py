@@ -62,6 +62,20 @@ class ToolContext:
     ceiling: Limits | None = None
     # how large the workspace may grow (bytes); None: no quota
     quota_bytes: int | None = None
+    # the lease's epoch: rises at every takeover, so a service that remembers the
+    # highest it has seen can refuse a call from a worker that lost the agent
+    fencing_token: int | None = None
+    lease_check: Callable[[], None] | None = field(default=None, repr=False)
+
+    def check_lease(self) -> None:
+        """Raise :class:`~stead.errors.StaleEpoch` if this worker lost the agent's lease.
+
+        Call it just before an effect that must not happen twice (a file
+        written, a request sent): a worker paused past its lease learns here
+        that another has taken over. Outside an activation it does nothing.
+        """
+        if self.lease_check is not None:
+            self.lease_check()
 
     def run(
         self, argv: Sequence[str], *, timeout: float = 120.0, limits: Limits | None = None

@@ -41,7 +41,9 @@ def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
     data = content.encode("utf-8")
     if ctx.quota_bytes is not None:
         _check_room(ctx, path, len(data), ctx.quota_bytes)
-    beneath.write_atomic(ctx.workspace, path, data, ctx.call_id)
+    # the lease is checked as late as can be: a worker paused past its lease
+    # must not rewrite a file another worker has since moved on from
+    beneath.write_atomic(ctx.workspace, path, data, ctx.call_id, before=ctx.check_lease)
     return {"path": path, "bytes": len(data)}
 
 
