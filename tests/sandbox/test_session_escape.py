@@ -96,3 +96,15 @@ def test_a_forged_answer_never_ends_a_run_early(session: SandboxSession, workspa
     )
     assert r.timed_out, r
     assert not _grows(workspace / "alive")
+
+
+def test_no_environment_in_the_sandbox_names_a_host_folder(
+    bwrap: BwrapSandbox, session: SandboxSession, workspace: Path
+) -> None:
+    show = ["/bin/sh", "-c", "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'"]
+    for runner in (bwrap, session):
+        r = runner.run(show, workspace, env=ENV, limits=Limits(wall_seconds=20))
+        assert "PATH=/usr/bin:/bin" in r.stdout.splitlines()  # it did read environments
+        assert str(workspace.parent) not in r.stdout
+        if Path.cwd() != Path("/"):  # the worker's folder, which PWD used to carry in
+            assert f"={Path.cwd()}" not in r.stdout

@@ -179,6 +179,9 @@ class BwrapSandbox:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env={"PATH": "/usr/bin:/bin"},
+                # bubblewrap's own environment is readable inside (/proc/1/environ):
+                # the launcher shell would put the worker's folder there as PWD
+                cwd="/",
             )
             return communicate(proc, limits)
         finally:

@@ -358,6 +358,9 @@ class SandboxSession:
                 stderr=err_w,
                 start_new_session=True,
                 env={"PATH": "/usr/bin:/bin"},
+                # bubblewrap's own environment is readable inside (/proc/1/environ):
+                # the launcher shell would put the worker's folder there as PWD
+                cwd="/",
             )
         except BaseException:
             ours.close()
