@@ -41,6 +41,7 @@ from ..errors import (
 )
 from ..ids import new_id
 from ..journal import Kind
+from ..sandbox.paths import check_manifest
 from ..sandbox.workspace import Manifest, Workspace
 from ..state import State
 from ..store.base import SnapshotRecord, consumed_message
@@ -207,6 +208,9 @@ def fire_due_timer(act: Activation) -> None:
 
 def unpack(act: Activation, snap: SnapshotRecord) -> None:
     """Rebuild the workspace from ``snap``, consume it, and only then move it into place."""
+    # the snapshot row is read from the store, which may have been edited: every
+    # path must stay inside the workspace (checked again where each file is written)
+    check_manifest(snap.manifest, f"snapshot {snap.snapshot_id} (not restored, unchanged)")
     if manifest_digest(snap.manifest) != snap.manifest_digest:
         raise ArchiveError(
             f"snapshot {snap.snapshot_id} is damaged: its manifest does not match its "

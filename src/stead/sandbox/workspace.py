@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import WorkspaceFull
 from ..store.blobs import BlobStore
 from . import beneath
-from .paths import resolve_inside
+from .paths import check_manifest, check_relative, resolve_inside
 
 Manifest = dict[str, str]
 
@@ -126,8 +126,12 @@ class Workspace:
 
         Only regular files and folders belong in a workspace: symbolic links and
         special files are removed first, so nothing is ever written through a
-        link that a dying step left pointing out of the workspace.
+        link that a dying step left pointing out of the workspace. The manifest
+        may come from an archive or an edited store: unless every path in it is
+        a plain relative path (and every hash a SHA-256), it is refused whole
+        with :class:`~stead.errors.PathEscape` before anything is touched.
         """
+        check_manifest(manifest, f"the manifest restored into {self.root}")
         self.create()
         oddities = self._remove_non_regular()
         current = self.scan(keep=False)  # what is not in manifest is about to go
@@ -192,6 +196,7 @@ class Workspace:
 
     def _make_room(self, rel: str) -> Path:
         """Ensure every parent of ``rel`` is a real folder and ``rel`` is not one."""
+        check_relative(rel)  # checked again where it is written, whoever called
         path = self.root
         parts = rel.split("/")
         for part in parts[:-1]:

@@ -20,7 +20,11 @@ member checksums, and a header rewritten to match by the signature.
 :func:`read_archive` checks all of that, and that the journal's hash chain
 holds and folds to the state, before it returns anything: a corrupt,
 truncated, tampered or unknown archive raises :class:`~stead.errors.ArchiveError`
-naming what is wrong. Nothing in an archive is pickled or executed.
+naming what is wrong. Nothing in an archive is pickled or executed. A valid
+signature proves only that the archive matches the key it carries, so every
+name that becomes a file or folder (workspace paths, blob hashes, the tenant)
+is checked as well: one that could lead outside its folder raises
+:class:`~stead.errors.PathEscape`.
 
 Format versions: 1 (this one). A reader keeps reading every version it ever
 wrote; ``tests/golden/`` holds an archive of each.
@@ -43,8 +47,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from ..canonical import dumps, loads
-from ..errors import ArchiveError
+from ..errors import ArchiveError, PathEscape
 from ..journal import Event, Kind, verify_chain
+from ..sandbox.paths import check_manifest, check_relative
 from ..state import State, fold
 
 FORMAT = "stead-archive"
@@ -189,6 +194,7 @@ def read_archive(path: Path) -> Archive:
     if not isinstance(stored, dict):
         raise ArchiveError(f"{path}: its state is not a JSON object")
     state = _check_history(path, header, events, stored)
+    _check_names(path, header, state)
     blobs: dict[str, bytes] = {}
     for digest in sorted(set(state.manifest.values())):
         name = f"blobs/{digest}.zst"
@@ -271,6 +277,35 @@ def _check_signature(path: Path, header: Mapping[str, Any]) -> None:
             f"{path}: its signature does not verify with the key it names; the header "
             "was changed after it was signed"
         ) from None
+
+
+def _check_names(path: Path, header: Mapping[str, Any], state: State) -> None:
+    """Refuse an archive naming a file or folder outside where it will be written.
+
+    A valid signature proves only that the archive matches the key it carries,
+    and anyone can make a key: so every workspace path must be a plain relative
+    path, every blob a SHA-256, and the tenant (a folder name) a short id,
+    whatever the signature says. :class:`~stead.errors.PathEscape` is bad
+    input (exit 2), not damage.
+    """
+    refused = "; the archive was refused and nothing was imported"
+    try:
+        check_manifest(state.manifest, f"{path}: its workspace manifest")
+    except PathEscape as exc:
+        raise PathEscape(f"{exc}{refused}") from None
+    agent = header.get("agent")
+    if not isinstance(agent, Mapping):
+        raise ArchiveError(f"{path}: its header does not describe the agent")
+    tenant = agent.get("tenant")
+    try:
+        check_relative(tenant)
+    except PathEscape:
+        tenant = None
+    if not isinstance(tenant, str) or "/" in tenant or "\\" in tenant:
+        raise PathEscape(
+            f"{path}: the archive names tenant {agent.get('tenant')!r}, which is not a plain "
+            f"folder name{refused}"
+        )
 
 
 def _unpack(path: Path, name: str, data: bytes) -> bytes:
