@@ -185,11 +185,17 @@ class ChainReport:
     reason: str = ""
 
 
-def verify_chain(events: Iterable[Event]) -> ChainReport:
-    """Walk events in order and report the first one that does not verify."""
-    prev = GENESIS_HASH
+def verify_chain(
+    events: Iterable[Event], first_seq: int = 1, prev_hash: str = GENESIS_HASH
+) -> ChainReport:
+    """Walk events in order and report the first one that does not verify.
+
+    ``first_seq`` and ``prev_hash`` start the walk part-way, at an event already
+    trusted to follow ``prev_hash`` (an incremental check from a checkpoint).
+    """
+    prev = prev_hash
     count = 0
-    expected_seq = 1
+    expected_seq = first_seq
     for ev in events:
         if ev.seq != expected_seq:
             return ChainReport(

@@ -208,3 +208,36 @@ def test_deleting_the_last_events_is_named(cli: Cli, cut: int) -> None:
     assert code == json_code == EXIT_FAILED, f"a journal missing its last {cut} event(s): {text}"
     assert report["ok"] is False and report["bad_event"] == first_missing, report
     assert f"event {first_missing}" in text, text
+
+
+# -- a journal or state row that does not verify never runs --------------------------
+
+
+def test_an_edited_state_row_is_refused_by_send_naming_the_agent(cli: Cli) -> None:
+    with sqlite3.connect(cli.db) as conn:
+        (text,) = conn.execute("SELECT state FROM agents WHERE agent_id = ?", (AGENT,)).fetchone()
+        state = json.loads(text)
+        state["memory"]["checked"] = "no"
+        conn.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (json.dumps(state), AGENT))
+    conn.close()
+    total = len(stored_events(cli.db))
+    for args in (("send", AGENT, "hello"), ("resume", AGENT)):
+        proc = cli.run(*args)
+        assert proc.returncode == EXIT_FAILED, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert f"agent {AGENT}" in proc.stderr and f"stead audit verify {AGENT}" in proc.stderr
+        assert "differs from the journal in memory" in proc.stderr
+    assert len(stored_events(cli.db)) == total  # nothing ran on the edited row
+
+
+def test_a_workspace_rewritten_after_the_agent_finished_fails_the_audit(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    spec = write_spec(cli.root / "agent", SCRIPT, name="tamper")
+    assert cli.run("run", str(spec), "--id", AGENT).returncode == EXIT_COMPLETED
+    note = cli.data_dir / "workspaces" / "default" / AGENT / "notes.txt"
+    assert note.read_text() == "hello, auditor\n"
+    note.write_text("written by a worker that had lost its lease\n")
+    code, text, json_code, report = verify(cli)
+    assert code == json_code == EXIT_FAILED, text
+    assert report["drift"] == ["notes.txt"] and "changed notes.txt" in report["reason"]
+    assert "workspace differs from the last committed manifest" in text

@@ -432,3 +432,33 @@ def test_append_refuses_events_that_do_not_continue_the_chain(store: Store) -> N
     assert store.load_state("ag_app").version == 1
     store.append(good, fold(good, state), expected_version=1, epoch=0, at=2.0)
     assert store.load_state("ag_app").version == 2
+
+
+# -- anchors ---------------------------------------------------------------------------
+
+
+def test_each_append_replaces_the_agents_anchor_in_its_transaction(store: Store) -> None:
+    from stead.store.anchors import Anchor, state_digest
+
+    state = create(store)
+    assert store.get_anchor("ag_1") is None  # none until the first append
+    state = commit_batches(store, state, 1)
+    anchor = store.get_anchor("ag_1")
+    assert anchor == Anchor("ag_1", state.version, state.head_hash, state_digest(state))
+    assert state_digest(store.load_state("ag_1")) == anchor.state_hash
+    # an anchor given with the events is stored exactly as given
+    sealed = seal("ag_1", state.version + 1, state.head_hash, T0 + 9, 0, batch(7))
+    new_state = fold(sealed, state)
+    given = Anchor.of(new_state, verified=state.version)
+    given = Anchor(**{**given.to_json(), "public_key": "ab" * 32, "signature": "cd" * 64})
+    store.append(
+        sealed, new_state, expected_version=state.version, epoch=0, at=T0 + 9, anchor=given
+    )
+    assert store.get_anchor("ag_1") == given
+    # a refused write leaves the anchor as it was
+    lease = store.acquire_lease("ag_1", "w", TTL, T0 + 10)
+    with pytest.raises(StaleEpoch):
+        store.commit(new_state, batch(8), epoch=lease.epoch - 1, at=T0 + 11)
+    assert store.get_anchor("ag_1") == given
+    with pytest.raises(NotFound):
+        store.get_anchor("ag_missing")

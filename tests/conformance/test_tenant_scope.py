@@ -42,6 +42,7 @@ def test_another_tenant_s_agent_is_not_found_like_a_missing_one(
         lambda agent: a.get_lease(agent),
         lambda agent: a.acquire_lease(agent, "w", 30, 1.0),
         lambda agent: a.state_at(agent, 1),
+        lambda agent: a.get_anchor(agent),
     ]
     for read in reads:
         with pytest.raises(NotFound) as other:

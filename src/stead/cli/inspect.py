@@ -11,9 +11,11 @@ from typing import Any
 from rich.table import Table
 
 from ..clock import iso
+from ..errors import SecretError
 from ..governance.grants import describe
 from ..integrity.audit import audit
 from ..journal import Event
+from ..sandbox.secrets import Vault
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -229,7 +231,18 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_audit_verify(args: argparse.Namespace) -> int:
     rt = open_runtime(args)
     try:
-        report = audit(rt.store, args.agent_id)
+        record = rt.store.get_record(args.agent_id)
+        try:
+            vault: Vault | None = rt.vault()  # to check the anchor against the vault's key
+        except SecretError:
+            vault = None
+        report = audit(
+            rt.store,
+            args.agent_id,
+            vault=vault,
+            workspace=rt.workspace(args.agent_id, record.tenant),
+            now=rt.clock.now(),
+        )
     finally:
         rt.close()
     if wants_json(args):
@@ -241,12 +254,15 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
                 "head_hash": report.head_hash,
                 "bad_event": report.bad_event,
                 "reason": report.reason,
+                "anchored": report.anchored,
+                "anchor": report.anchor,
+                "drift": list(report.drift),
             }
         )
     elif report.ok:
         out.print(
             f"[green]ok[/]: {report.events} events, hash chain intact and matching the "
-            f"stored state, head {report.head_hash}"
+            f"stored state, head {report.head_hash}; {report.anchor}"
         )
     elif report.bad_event is not None:
         out.print(f"[red]broken[/]: event {report.bad_event} does not verify: {report.reason}")

@@ -1,22 +1,36 @@
-"""Auditing one agent: its journal, and its stored state against its journal.
+"""Auditing one agent: its journal, its stored state, its anchor and its workspace.
 
-Three things must hold, and :func:`audit` reports the first that does not:
+Five things must hold, and :func:`audit` reports the first that does not:
 
 1. the hash chain verifies from the first event to the last;
 2. the chain ends where the stored state says the agent is (same version, same
    head hash), so deleting the newest events cannot go unnoticed;
 3. folding the journal gives exactly the stored state, so an edit to the state
-   row (memory, the list of calls awaiting a person…) cannot go unnoticed either.
+   row (memory, the list of calls awaiting a person…) cannot go unnoticed either;
+4. the journal ends where the agent's last commit left it, and, when the agent
+   has an identity key, that commit's anchor is signed by it
+   (:mod:`stead.integrity.anchoring`), so a journal rewritten and re-hashed
+   together with its state row is caught too; an agent without a key is
+   reported as not anchored;
+5. the agent's workspace is what its last committed manifest says (a stale
+   worker that wrote after the agent moved on is caught), when it is given and
+   no worker holds the agent now.
+
+1 to 3 are :func:`audit_journal`, which is also the full check an activation
+makes of an agent that has no anchor yet.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..errors import IntegrityError
+from ..errors import IntegrityError, NotFound
 from ..journal import verify_chain
-from ..state import fold
+from ..sandbox.secrets import Vault
+from ..sandbox.workspace import Workspace, diff
+from ..state import State, fold
 from ..store.base import Store
+from .anchoring import signature_valid, vault_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +43,119 @@ class AuditReport:
     head_hash: str | None
     bad_event: int | None = None
     reason: str = ""
+    anchored: bool = False
+    anchor: str = ""
+    """What the anchor check found: anchored by which key, or why not."""
+    drift: tuple[str, ...] = ()
+    """Workspace paths that differ from the last committed manifest."""
 
 
-def audit(store: Store, agent_id: str) -> AuditReport:
-    """Check the agent's journal and stored state; never raises for bad data."""
+def audit(
+    store: Store,
+    agent_id: str,
+    *,
+    vault: Vault | None = None,
+    workspace: Workspace | None = None,
+    now: float | None = None,
+) -> AuditReport:
+    """Check journal, state, anchor and (if given) workspace; never raises for bad data.
+
+    With ``vault`` the anchor's signature is checked against the agent's key as
+    the vault holds it; without, against the key its journal names (which a
+    rewritten journal could name falsely: the report says so). ``now`` tells
+    whether a worker holds the agent, in which case its workspace is not compared.
+    """
+    report = audit_journal(store, agent_id)
+    if not report.ok:
+        return report
+    state = store.load_state(agent_id)
+    report = _anchor(store, state, vault, report)
+    if not report.ok or workspace is None:
+        return report
+    return _drift(store, state, workspace, now, report)
+
+
+def _anchor(store: Store, state: State, vault: Vault | None, report: AuditReport) -> AuditReport:
+    agent = state.agent_id
+    anchor = store.get_anchor(agent)
+    if anchor is None:
+        note = "not anchored yet: no commit since it was created, forked or imported"
+        return replace(report, anchor=note)
+    if (anchor.version, anchor.head_hash) != (state.version, state.head_hash):
+        return replace(
+            report,
+            ok=False,
+            head_hash=None,
+            bad_event=min(anchor.version, state.version) + 1,
+            reason=f"the journal ends at event {state.version} but the agent's last commit "
+            f"left it at event {anchor.version} (head {anchor.head_hash[:16]}…): the journal "
+            "was cut, extended or rewritten, with its state row, outside stead",
+        )
+    source, public = "its journal", state.public_key
+    if vault is not None:
+        try:
+            signer = vault_key(vault, state)
+        except IntegrityError as exc:
+            return replace(report, ok=False, head_hash=None, reason=str(exc))
+        source, public = "the vault", None if signer is None else signer.public_hex
+    if public is None:
+        note = (
+            "not anchored: the agent has no identity key"
+            + ("" if vault is not None else " in its journal (no vault key was given)")
+            + ", so a journal rewritten and re-hashed together with its state row would "
+            "pass this audit"
+        )
+        return replace(report, anchor=note)
+    if not signature_valid(anchor, public):
+        what = "is not signed" if not anchor.signed else "has a signature that does not verify"
+        return replace(
+            report,
+            ok=False,
+            head_hash=None,
+            reason=f"the anchor of its last commit (event {anchor.version}) {what} with the "
+            f"agent's identity key from {source}: its journal, state row or anchor was "
+            "rewritten outside stead",
+        )
+    note = f"anchored: its last commit (event {anchor.version}) is signed by its key from {source}"
+    if vault is None:
+        note += " (without the vault key, a journal rewritten with a new key would also pass)"
+    return replace(report, anchored=True, anchor=note)
+
+
+def _drift(
+    store: Store, state: State, workspace: Workspace, now: float | None, report: AuditReport
+) -> AuditReport:
+    if state.status == "hibernated" or not workspace.root.is_dir():
+        return report  # no live workspace to compare (a snapshot holds it, or not here)
+    try:
+        lease = store.get_lease(state.agent_id)
+    except NotFound:
+        lease = None
+    if lease is not None and now is not None and lease.live(now):
+        return replace(report, anchor=f"{report.anchor}; workspace not compared: it is running")
+    delta = diff(dict(state.manifest), workspace.scan())
+    if not delta:
+        return report
+    added = sorted(p for p in delta.changed if p not in state.manifest)
+    changed = sorted(p for p in delta.changed if p in state.manifest)
+    parts = [
+        f"{label} {', '.join(paths)}"
+        for label, paths in (("changed", changed), ("added", added), ("removed", delta.removed))
+        if paths
+    ]
+    return replace(
+        report,
+        ok=False,
+        head_hash=None,
+        drift=tuple(delta.paths()),
+        reason=f"the workspace differs from the last committed manifest (event "
+        f"{state.version}): {'; '.join(parts)}. Something wrote to it outside a committed "
+        "step (a worker that had lost its lease, or a person)",
+    )
+
+
+def audit_journal(store: Store, agent_id: str) -> AuditReport:
+    """Check the agent's journal and stored state (1 to 3 above); never raises for bad data."""
     state = store.load_state(agent_id)
     try:
         chain = verify_chain(store.read_events(agent_id))

@@ -40,6 +40,7 @@ from ..errors import ModelError, SecretError, ToolError
 from ..governance.grants import network_grant
 from ..governance.ledger import LEDGER_KINDS, verify_ledger
 from ..ids import new_id, seeded_rng
+from ..integrity.anchoring import Anchoring
 from ..integrity.provenance import FlowTracer
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
@@ -135,6 +136,7 @@ class Activation:
         # this activation's commands share one sandbox, made at the first one
         self._session: SandboxSession | None = None
         self.vault = vault
+        self.anchoring = Anchoring(vault)  # checked at acquire, signs every commit
         self.governor = Governor(self)
         self.messenger = messenger
         self.verifier = Verifier(self, certify)
@@ -160,6 +162,7 @@ class Activation:
             verify_ledger(
                 self.state, self.store.read_events_of_kinds(self.record.agent_id, LEDGER_KINDS)
             )
+            self.anchoring.check(self.store, self.state)  # journal and row are what was committed
             watch = Watch(self)
             watch.prime()
             self.watch = watch
@@ -219,9 +222,10 @@ class Activation:
             self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
             self._renewed_at = now
         events, self.buffer = self.buffer, []
+        anchor = self.anchoring.anchor(self.state)
         if self.committer is not None:
             self.committer.submit(
-                Batch(events, self.state, self.committed_version, self.lease.epoch)
+                Batch(events, self.state, self.committed_version, self.lease.epoch, anchor)
             )
         else:
             self.store.append(
@@ -230,6 +234,7 @@ class Activation:
                 expected_version=self.committed_version,
                 epoch=self.lease.epoch,
                 at=now,
+                anchor=anchor,
             )
         self.committed_version = self.state.version
         self._flushed_at = now

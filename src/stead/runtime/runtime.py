@@ -224,6 +224,7 @@ class Runtime(AuthorityActions):
             {},
             self.clock,
             lease_ttl=self.lease_ttl,
+            vault=self.vault,  # to check and sign the agent's anchor, if it has a key
         )
         act.acquire()
         try:

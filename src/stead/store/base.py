@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import NotFound, SteadError, StoreError
 from ..journal import Event, NewEvent, seal
 from ..state import State, apply, fold
+from .anchors import Anchor
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,11 @@ class Batch:
     state: State
     expected_version: int
     epoch: int
+    anchor: Anchor | None = None
+    """The commit's anchor (signed, when the writer could); None: an unsigned one."""
+
+    def anchor_or_default(self) -> Anchor:
+        return self.anchor if self.anchor is not None else Anchor.of(self.state)
 
 
 def check_batch(batch: Batch) -> None:
@@ -206,6 +212,12 @@ def check_batch(batch: Batch) -> None:
             f"agent {first.agent_id}: the state to store is not the state after the "
             "last event appended"
         )
+    anchor = batch.anchor
+    if anchor is not None and (anchor.version, anchor.head_hash) != (
+        batch.state.version,
+        batch.state.head_hash,
+    ):
+        raise StoreError(f"agent {first.agent_id}: the anchor to store is not this commit's")
 
 
 def lease_held_message(lease: Lease, now: float) -> str:
@@ -226,7 +238,11 @@ class Store(abc.ABC):
     # -- agents ---------------------------------------------------------------
 
     def create_agent(self, record: AgentRecord, events: Sequence[NewEvent], at: float) -> State:
-        """Create an agent and append its first events (outside any lease)."""
+        """Create an agent and append its first events (outside any lease).
+
+        No anchor is stored: the first activation checks the (short) creation
+        journal in full before it runs, and anchors it with its first commit.
+        """
         sealed = seal(record.agent_id, 1, State().head_hash, at, 0, events)
         state = fold(sealed)
         self._create(record, sealed, state, at)
@@ -268,7 +284,13 @@ class Store(abc.ABC):
         for ev in sealed:
             new_state = apply(new_state, ev)
         self._write(
-            state.agent_id, sealed, new_state, expected_version=state.version, epoch=epoch, at=at
+            state.agent_id,
+            sealed,
+            new_state,
+            expected_version=state.version,
+            epoch=epoch,
+            at=at,
+            anchor=Anchor.of(new_state),
         )
         return sealed, new_state
 
@@ -280,6 +302,7 @@ class Store(abc.ABC):
         expected_version: int,
         epoch: int,
         at: float,
+        anchor: Anchor | None = None,
     ) -> None:
         """Store events already sealed onto the chain, and the state they fold to.
 
@@ -290,7 +313,7 @@ class Store(abc.ABC):
         """
         if not events:
             return
-        batch = Batch(events, state, expected_version, epoch)
+        batch = Batch(events, state, expected_version, epoch, anchor)
         check_batch(batch)
         self._write(
             events[0].agent_id,
@@ -299,6 +322,7 @@ class Store(abc.ABC):
             expected_version=expected_version,
             epoch=epoch,
             at=at,
+            anchor=batch.anchor_or_default(),
         )
 
     def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
@@ -311,7 +335,12 @@ class Store(abc.ABC):
         for b in batches:
             try:
                 self.append(
-                    b.events, b.state, expected_version=b.expected_version, epoch=b.epoch, at=at
+                    b.events,
+                    b.state,
+                    expected_version=b.expected_version,
+                    epoch=b.epoch,
+                    at=at,
+                    anchor=b.anchor,
                 )
                 results.append(None)
             except (StoreError, NotFound) as exc:
@@ -328,14 +357,19 @@ class Store(abc.ABC):
         expected_version: int,
         epoch: int,
         at: float,
+        anchor: Anchor,
     ) -> None:
-        """Atomically check epoch and version, insert events, replace the state."""
+        """Atomically check epoch and version, insert events, replace state and anchor."""
 
     @abc.abstractmethod
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[Event]:
         """Events with ``from_seq <= seq <= to_seq`` in order, as stored."""
+
+    @abc.abstractmethod
+    def get_anchor(self, agent_id: str) -> Anchor | None:
+        """The anchor of the agent's last append (None: none since its creation), or NotFound."""
 
     def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
         """The agent's events of the given kinds, in order, as stored.

@@ -24,6 +24,7 @@ from ..errors import (
 )
 from ..journal import Event, Kind
 from ..state import State
+from .anchors import Anchor
 from .base import (
     IDLE_STATUSES,
     RUN_STATUSES,
@@ -59,6 +60,7 @@ class MemoryStore(Store):
         self._policies: dict[str, list[PolicyRecord]] = {}
         self._signals: dict[str, dict[str, tuple[str, float]]] = {}
         self._snapshots: dict[str, SnapshotRecord] = {}
+        self._anchors: dict[str, Anchor] = {}
         # (status, wake_at) of each agent, as an index for the worker's queries
         self._index: dict[str, tuple[str, float | None]] = {}
 
@@ -128,6 +130,7 @@ class MemoryStore(Store):
         expected_version: int,
         epoch: int,
         at: float,
+        anchor: Anchor,
     ) -> None:
         with self._lock:
             if agent_id not in self._records:
@@ -153,6 +156,12 @@ class MemoryStore(Store):
             self._updated[agent_id] = at
             self._index[agent_id] = (state.status, wake_at(state))
             self._snapshots.update(snapshots)
+            self._anchors[agent_id] = anchor
+
+    def get_anchor(self, agent_id: str) -> Anchor | None:
+        self.get_record(agent_id)
+        with self._lock:
+            return self._anchors.get(agent_id)
 
     def _snapshot_changes(self, events: Sequence[Event], tenant: str) -> dict[str, SnapshotRecord]:
         """The snapshot rows ``events`` make or consume; refuse a second consumption."""

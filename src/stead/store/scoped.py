@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import NotFound, SteadError, StoreError, UsageError
 from ..journal import Event
 from ..state import State
+from .anchors import Anchor
 from .base import (
     AgentRecord,
     AgentSummary,
@@ -88,11 +89,22 @@ class TenantStore(Store):
         expected_version: int,
         epoch: int,
         at: float,
+        anchor: Anchor,
     ) -> None:
         self._check(agent_id)
         self.inner._write(
-            agent_id, events, state, expected_version=expected_version, epoch=epoch, at=at
+            agent_id,
+            events,
+            state,
+            expected_version=expected_version,
+            epoch=epoch,
+            at=at,
+            anchor=anchor,
         )
+
+    def get_anchor(self, agent_id: str) -> Anchor | None:
+        self._check(agent_id)
+        return self.inner.get_anchor(agent_id)
 
     def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
         refused: dict[int, SteadError] = {}

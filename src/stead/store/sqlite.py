@@ -39,7 +39,8 @@ from ..errors import (
 )
 from ..journal import Event, Kind
 from ..state import State
-from . import sqlite_snapshots
+from . import sqlite_anchors, sqlite_snapshots
+from .anchors import Anchor
 from .base import (
     AgentRecord,
     AgentSummary,
@@ -69,7 +70,7 @@ _INDEXED_SQL = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 _PAGE = 2_000
 
 
-class SqliteStore(Store):
+class SqliteStore(sqlite_anchors.AnchorRows, Store):
     """A store in one SQLite file."""
 
     schema_version = len(MIGRATIONS)
@@ -253,9 +254,10 @@ class SqliteStore(Store):
         expected_version: int,
         epoch: int,
         at: float,
+        anchor: Anchor,
     ) -> None:
         with self._tx() as db:
-            self._write_in(db, agent_id, events, state, expected_version, epoch, at)
+            self._write_in(db, agent_id, events, state, expected_version, epoch, at, anchor)
 
     def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
         """Every batch in one transaction, so many agents' steps share one fsync.
@@ -278,6 +280,7 @@ class SqliteStore(Store):
                             b.expected_version,
                             b.epoch,
                             at,
+                            b.anchor_or_default(),
                         )
                     except BaseException:
                         db.execute("ROLLBACK TO batch")
@@ -298,6 +301,7 @@ class SqliteStore(Store):
         expected_version: int,
         epoch: int,
         at: float,
+        anchor: Anchor,
     ) -> None:
         row = db.execute("SELECT version FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
         if row is None:
@@ -322,6 +326,7 @@ class SqliteStore(Store):
             "WHERE agent_id = ?",
             (state.version, state.status, dumps(state.to_json()), at, wake_at(state), agent_id),
         )
+        sqlite_anchors.put(db, anchor)
         for ev in events:
             if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
                 sqlite_snapshots.change(db, ev, state.tenant)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from ..canonical import dumps, loads
 from ..journal import Event, verify_chain
 from ..state import fold
+from . import sqlite_anchors
 from .base import wake_at
 
 
@@ -158,4 +159,7 @@ MIGRATIONS: list[Migration] = [
     # results, the error streak) and what a suspended agent waited for; a cleared
     # outcome no longer frees an agent that a violation still holds
     refold_states,
+    # 7: each agent's anchor: where its last commit left the journal, the hash of
+    # the state row it wrote, and the agent's signature over both (when it has a key)
+    sqlite_anchors.CREATE,
 ]
