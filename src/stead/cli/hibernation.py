@@ -124,7 +124,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
+    rt = open_runtime(args)
     try:
         snaps = rt.store.list_snapshots(args.agent_id)
         state = rt.store.load_state(args.agent_id)

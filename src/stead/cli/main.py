@@ -8,14 +8,8 @@ attention, 4 another worker holds the agent's lease.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import sqlite3
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
-
-from rich.markup import escape
 
 from ..errors import (
     ConcurrencyError,
@@ -29,11 +23,9 @@ from ..errors import (
     SpecError,
     SteadError,
     StoreError,
-    StoreUnusable,
     ToolError,
     UsageError,
 )
-from ..ids import check_id
 from . import (
     agents,
     demo,
@@ -48,31 +40,10 @@ from . import (
 )
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
 
-# every argument that names something by id; each is checked as one (ids.check_id)
-_ID_ARGS = (
-    "agent_id",
-    "call_id",
-    "approval_id",
-    "violation_id",
-    "proposal_id",
-    "snapshot_id",
-    "grant_id",
-    "goal_id",
-    "agent",
-)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line (and exit 2), not the whole usage."""
-
-    def error(self, message: str) -> NoReturn:
-        err.print(f"[red]error[/]: {_one_line(message)} (see {self.prog} --help)")
-        raise SystemExit(EXIT_USAGE)
-
 
 def build_parser() -> argparse.ArgumentParser:
     common = common_options()
-    parser: argparse.ArgumentParser = _Parser(
+    parser = argparse.ArgumentParser(
         prog="stead",
         parents=[common],
         description="Run long-lived AI agents that survive crashes, restarts and moves.",
@@ -94,40 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return _main(argv)
-    except BrokenPipeError:
-        # the reader went away (`stead trace ID | head`): stop quietly; point stdout
-        # at /dev/null so the interpreter's last flush does not fail again
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_FAILED
-
-
-def _check_input(args: argparse.Namespace, argv: Sequence[str]) -> None:
-    """What argparse cannot check: text that is not Unicode, and ids."""
-    for i, arg in enumerate(argv):
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError(f"argument {i + 1} is not UTF-8 text; pass it as UTF-8") from None
-    for name in _ID_ARGS:
-        value = getattr(args, name, None)
-        if isinstance(value, str) and (value or name != "agent"):
-            flag = "--id" if name == "agent_id" and args.command == "run" else name.upper()
-            check_id(value, flag)
-
-
-def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
-        _check_input(args, argv)
         code: int = args.func(args)
     except LeaseHeld as exc:
-        err.print(f"[yellow]busy[/]: {_one_line(exc)}")
+        err.print(f"[yellow]busy[/]: {exc}")
         return EXIT_BUSY
     except (
         UsageError,
@@ -138,26 +81,16 @@ def _main(argv: Sequence[str] | None) -> int:
         ResolveError,
         ToolError,
         GovernanceError,
-        StoreUnusable,
     ) as exc:
-        err.print(f"[red]error[/]: {_one_line(exc)}")
+        err.print(f"[red]error[/]: {exc}")
         return EXIT_USAGE
-    except sqlite3.DatabaseError as exc:
-        # a store file damaged after it was opened: say so, rather than a traceback
-        err.print(f"[red]error[/]: the store cannot be read: {_one_line(exc)}")
-        return EXIT_FAILED
     except (ConcurrencyError, IntegrityError, StoreError, SteadError) as exc:
-        err.print(f"[red]error[/]: {_one_line(exc)}")
+        err.print(f"[red]error[/]: {exc}")
         return EXIT_FAILED
     except KeyboardInterrupt:
         err.print("interrupted; the agent resumes from its last committed step with `stead resume`")
         return 130
     return code
-
-
-def _one_line(exc: BaseException | str) -> str:
-    """An error's message on one line, with no markup of its own (it may quote input)."""
-    return escape(" ".join(str(exc).split()))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,6 @@ from .common import (
     err,
     open_runtime,
     out,
-    positive_int,
-    positive_seconds,
-    seconds,
     tenant_of,
     wants_json,
 )
@@ -31,9 +28,7 @@ def register(
     p = sub.add_parser(
         "work", parents=[common], help="run every runnable agent, many at a time, with group commit"
     )
-    p.add_argument(
-        "--concurrency", type=positive_int, default=32, help="agents run at once (default 32)"
-    )
+    p.add_argument("--concurrency", type=int, default=32, help="agents run at once (default 32)")
     p.add_argument(
         "--forever",
         action="store_true",
@@ -41,14 +36,14 @@ def register(
     )
     p.add_argument(
         "--poll",
-        type=positive_seconds,
+        type=float,
         default=1.0,
         metavar="SECONDS",
         help="with --forever, how often to look for work (default 1)",
     )
     p.add_argument(
         "--hibernate-after",
-        type=seconds,
+        type=float,
         default=300.0,
         metavar="SECONDS",
         help="hibernate agents that have waited this long (default 300)",
