@@ -349,3 +349,11 @@ def test_a_workspace_changed_after_the_last_commit_fails_the_audit(tmp_path: Pat
     (ws.root / "extra.txt").unlink()
     report = audit(rt.store, agent, workspace=ws, now=rt.clock.now())
     assert not report.ok and "removed note.txt" in report.reason
+
+
+def test_a_deleted_anchor_of_an_agent_with_a_key_is_refused(tmp_path: Path) -> None:
+    rt, agent, db = make(tmp_path, keyed=True)
+    rehash(db, agent, _edit_memory)
+    sql(db, "DELETE FROM anchors WHERE agent_id = ?", agent)
+    assert_refused(rt, agent, lambda: rt.send(agent, "hi"), "left no anchor")
+    assert "no anchor" in audit(rt.store, agent).reason

@@ -178,6 +178,20 @@ def _check_tail(store: Store, state: State, verified: int) -> None:
         )
 
 
+CREATION_KINDS = frozenset(
+    {"agent_created", "agent_forked", "agent_imported", "grant_added", "identity_created"}
+)
+"""What a creation, fork or import writes: the only journal that may lack an anchor
+once the agent has a key (an anchor deleted from a run agent's row is refused)."""
+
+
+def unanchored_is_new(store: Store, state: State) -> bool:
+    """True when the agent's journal is only what its creation wrote (so no anchor yet)."""
+    return state.version <= 64 and all(
+        e.kind in CREATION_KINDS for e in store.read_events(state.agent_id, 1, state.version)
+    )
+
+
 def check_before_run(store: Store, state: State, signer: Signer | None) -> int:
     """Refuse an agent whose journal or state row does not match its last commit.
 
@@ -186,6 +200,8 @@ def check_before_run(store: Store, state: State, signer: Signer | None) -> int:
     agent = state.agent_id
     anchor = store.get_anchor(agent)
     if anchor is None:  # created, forked or imported, and never run since: a short journal
+        if signer is not None and not unanchored_is_new(store, state):
+            raise _refuse(agent, "it has an identity key but its last commit left no anchor")
         _full_check(store, state)
         return state.version
     if (anchor.version, anchor.head_hash) != (state.version, state.head_hash):

@@ -30,7 +30,7 @@ from ..sandbox.secrets import Vault
 from ..sandbox.workspace import Workspace, diff
 from ..state import State, fold
 from ..store.base import Store
-from .anchoring import signature_valid, vault_key
+from .anchoring import signature_valid, unanchored_is_new, vault_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +79,10 @@ def _anchor(store: Store, state: State, vault: Vault | None, report: AuditReport
     agent = state.agent_id
     anchor = store.get_anchor(agent)
     if anchor is None:
+        keyed = state.public_key is not None
+        if keyed and not unanchored_is_new(store, state):
+            reason = "the agent has an identity key but no anchor: it was deleted outside stead"
+            return replace(report, ok=False, head_hash=None, reason=reason)
         note = "not anchored yet: no commit since it was created, forked or imported"
         return replace(report, anchor=note)
     if (anchor.version, anchor.head_hash) != (state.version, state.head_hash):
