@@ -6,12 +6,17 @@ the sender's journal in the store, never from the message, and refuses (and
 records, in its own journal) an envelope that is:
 
 * unsigned, or signed by any key but the claimed sender's;
-* from an agent that does not exist in the receiver's tenant;
+* from an agent that does not exist (in the receiver's tenant);
 * older than :data:`~stead.governance.identity.MAX_AGE_SECONDS` or from the
   future, or one it has already received (a replay);
 * claiming grants the sender does not hold (``body.claims``);
 * a delegation of a grant the sender does not hold, cannot delegate, or that
   would be wider than the sender's own.
+
+An envelope from another tenant's agent is not refused but answered exactly as
+one to an agent that does not exist (:class:`~stead.errors.NotFound`, the
+store's own words), and nothing is written to the receiver: a tenant learns
+nothing of another's agents and cannot write into their journals.
 
 What an accepted envelope may do is decided from the sender's grants in the
 ledger: a delegation becomes a grant of the receiver that names its source,
@@ -20,6 +25,7 @@ and every use of it re-checks that source (revoking it revokes the delegation).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +43,7 @@ from ..governance.identity import (
 from ..ids import new_id
 from ..journal import Kind, NewEvent
 from ..state import State
+from ..store.scoped import TenantStore
 from .governed import Messenger
 
 if TYPE_CHECKING:
@@ -165,6 +172,22 @@ def _delivered_before(rt: Runtime, receiver: State, env: Mapping[str, Any]) -> b
     return any(e.data.get("message") == env["id"] for e in added)
 
 
+def _only_within_tenant(rt: Runtime, env: Mapping[str, Any]) -> None:
+    """Raise, exactly as for an agent that does not exist, unless the receiver is in
+    the sender's tenant; write nothing anywhere.
+
+    The sender is placed by its record in the store when it exists (an envelope's
+    ``tenant`` is only a claim), else by that claim. Any other answer, or a
+    refusal journaled in the receiver's journal, would tell another tenant that
+    the agent exists and let it write there.
+    """
+    placed = env.get("tenant")
+    with contextlib.suppress(NotFound):
+        placed = rt.store.get_record(str(env.get("from"))).tenant
+    # the sender's tenant's own view answers: its NotFound is the store's, word for word
+    TenantStore(rt.store, placed if isinstance(placed, str) else "").get_record(str(env["to"]))
+
+
 def _deliver(rt: Runtime, envelope: Any) -> tuple[bool, str, bool]:
     """:func:`deliver`, also saying whether the refusal was for a replay."""
     try:
@@ -176,6 +199,7 @@ def _deliver(rt: Runtime, envelope: Any) -> tuple[bool, str, bool]:
         env, shape_problem = dict(envelope), str(exc)
     else:
         shape_problem = ""
+    _only_within_tenant(rt, env)
     outcome: dict[str, Any] = {}
 
     def build(receiver: State) -> list[NewEvent]:
