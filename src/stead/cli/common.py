@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..runtime.runtime import Runtime
 from ..state import State
@@ -111,7 +112,7 @@ def describe_stop(state: State) -> list[str]:
         f"{state.status}[/] at version {state.version}"
     ]
     if state.status_reason:
-        lines.append(f"  reason: {state.status_reason}")
+        lines.append(f"  reason: {escape(state.status_reason)}")  # the agent's words, not markup
     for call_id, call in sorted(state.unknown.items()):
         lines.append(
             f"  outcome unknown: {call_id} {call.get('tool')}"
@@ -122,7 +123,7 @@ def describe_stop(state: State) -> list[str]:
     slept_in = (asleep or {}).get("status", state.status)
     if asleep is not None:
         why = asleep.get("status_reason") or ""
-        lines.append(f"  asleep while {slept_in}" + (f": {why}" if why else ""))
+        lines.append(f"  asleep while {slept_in}" + (f": {escape(why)}" if why else ""))
     for vid, v in sorted(state.violations.items()):
         lines.append(f"  violation {vid} ({v.get('rule')}): {v.get('message', '')}")
         lines.append(f'    clear with: stead clear {agent} {vid} --reason "..."')

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..clock import iso
@@ -113,7 +114,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     out.print(
         f"status: [{status_style(state.status)}]{state.status}[/]"
-        + (f" — {state.status_reason}" if state.status_reason else "")
+        + (f" — {escape(state.status_reason)}" if state.status_reason else "")
     )
     out.print(
         f"decisions: {state.decisions} · steps completed: {state.steps_completed} · "

@@ -45,7 +45,8 @@ from ..integrity.provenance import FlowTracer
 from ..journal import Event, Kind, NewEvent, seal
 from ..models.base import Model
 from ..sandbox.base import Sandbox
-from ..sandbox.secrets import Vault, openable, redact, redact_text
+from ..sandbox.redaction import Redactor
+from ..sandbox.secrets import Vault, openable
 from ..sandbox.session import SandboxSession
 from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State, apply_in_place
@@ -127,7 +128,7 @@ class Activation:
         self.manifest: Manifest = {}
         self.dirty = False
         self.rng = seeded_rng(os.urandom(16).hex())
-        self._agent_secrets: dict[str, str] | None = None
+        self._redactor: Redactor | None = None
         self._renewed_at = 0.0
         self._heartbeat: Heartbeat | None = None
         self.on_commit = on_commit
@@ -200,7 +201,8 @@ class Activation:
         dies, which is why :meth:`flush` is called before every effect.
         """
         assert self.lease is not None
-        s = self.state
+        s = self.state  # nothing the journal keeps holds a secret (see .sandbox.redaction)
+        new = NewEvent(new.kind, self.redactor().event(new.data))
         (ev,) = seal(
             s.agent_id, s.version + 1, s.head_hash, self.clock.now(), self.lease.epoch, [new]
         )
@@ -283,22 +285,27 @@ class Activation:
         """Every secret any of this agent's tools may be given, for redaction (one
         tool's secret can reach another's output through a file). Opened once per
         activation, dropped with it; one that cannot be opened is skipped."""
-        if self._agent_secrets is None:
+        return self.redactor().secrets
+
+    def redactor(self) -> Redactor:
+        if self._redactor is None:  # every shape of them derived once, here
             names = {n for t in self.tools.values() for n in t.secrets}
-            self._agent_secrets = openable(
+            self._redactor = Redactor(openable(
                 self.vault if names else None, self.record.tenant, self.record.agent_id, names
-            )
-        return self._agent_secrets
+            ))  # fmt: skip
+        return self._redactor
 
     def as_recorded(
         self, tool: str, result: dict[str, Any], hidden: Mapping[str, str]
     ) -> dict[str, Any]:
         """A tool's result as the journal keeps it: every secret of ``hidden`` redacted,
         and marked ``tainted`` if the data-flow rule must remember it past a restart."""
+        r = self.redactor()
+        r = r if hidden.items() <= r.secrets.items() else Redactor({**r.secrets, **hidden})
         if "output" in result:
-            result = {**result, "output": redact(result["output"], hidden)}
+            result = {**result, "output": r.value(result["output"])}
         if "error" in result:
-            result = {**result, "error": redact_text(result["error"], hidden)}
+            result = {**result, "error": r.text(result["error"])}
         if self.watch is not None and self.watch.taints({"tool": tool, **result}):
             result["tainted"] = True  # the state names it, so a restart remembers it
         return result

@@ -10,8 +10,9 @@ never writes it next to the store.
 
 A tool declares the secret names it needs (``@stead.tool(secrets=["TOKEN"])``);
 only those reach it, in ``ctx.secrets``, for that one call. Whatever a tool
-returns is passed through :func:`redact` before it is journaled, so a value
-that comes back out is recorded as ``[secret:NAME]``.
+returns, and everything the model writes, is redacted before it is journaled
+(see :mod:`.redaction`), so a value that comes back out, whole, in part or
+encoded, is recorded as ``[secret:NAME]``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import SecretError
 from ..store.base import Store
+from .redaction import Redactor
 
 KEY_ENV = "STEAD_SECRET_KEY"
 KEY_FILE_ENV = "STEAD_SECRET_KEY_FILE"
@@ -172,34 +174,15 @@ def openable(
 
 
 def redact(value: Any, secrets: Mapping[str, str]) -> Any:
-    """``value`` with every secret value in it replaced by ``[secret:NAME]``.
+    """``value`` with every secret in it, in any shape :mod:`.redaction` knows,
+    replaced by ``[secret:NAME]``.
 
-    Walks the value: each string (and each key) is redacted as text, and a
-    number or other scalar whose text spells a secret is replaced by the
-    redacted text. Replacing inside the value's JSON text instead could cut a
-    number in two and leave no valid JSON at all.
+    A one-off: an activation keeps one :class:`~.redaction.Redactor`, which derives
+    the shapes once, instead of calling this for every result.
     """
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        return redact_text(value, secrets)
-    if isinstance(value, Mapping):
-        return {
-            (redact_text(k, secrets) if isinstance(k, str) else k): redact(v, secrets)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v, secrets) for v in value]
-    if value is None or isinstance(value, bool):
-        return value
-    text = str(value)
-    hidden = redact_text(text, secrets)
-    return value if hidden == text else hidden
+    return Redactor(secrets).value(value) if secrets else value
 
 
 def redact_text(text: str, secrets: Mapping[str, str]) -> str:
-    # longest first, so a secret containing another is replaced whole
-    for name, secret in sorted(secrets.items(), key=lambda kv: -len(kv[1])):
-        if secret:
-            text = text.replace(secret, f"[secret:{name}]")
-    return text
+    """``text`` redacted as :func:`redact` does."""
+    return Redactor(secrets).text(text) if secrets else text
