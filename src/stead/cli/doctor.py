@@ -1,9 +1,13 @@
-"""``stead doctor``: what isolation this machine can give, and why."""
+"""``stead doctor``: what isolation this machine can give, and why; and whether the
+vault key file is open to anyone but its owner."""
 
 from __future__ import annotations
 
 import argparse
 
+from rich.markup import escape
+
+from ..sandbox.secrets import key_file_warning
 from ..sandbox.select import OPT_IN, report
 from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, out, wants_json
 
@@ -19,6 +23,7 @@ def register(
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     isolation, why = report()
+    warnings = [w for w in (key_file_warning(),) if w]
     if wants_json(args):
         emit_json(
             {
@@ -28,6 +33,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 "limits": list(isolation.limits) if isolation else [],
                 "notes": list(isolation.notes) if isolation else [],
                 "problem": why or None,
+                "warnings": warnings,
             }
         )
     elif isolation is None:
@@ -48,4 +54,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.print(f"  note: {note}")
         if why:
             out.print(f"  why not sandboxed: {why}")
+    for warning in warnings if not wants_json(args) else ():
+        out.print(f"[yellow]warning[/]: {escape(warning)}")
     return EXIT_COMPLETED if isolation is not None and isolation.isolated else EXIT_FAILED

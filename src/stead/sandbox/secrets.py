@@ -22,6 +22,7 @@ import binascii
 import contextlib
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,31 @@ def load_key(environ: Mapping[str, str] | None = None) -> bytes:
             "with `stead secret keygen`"
         )
     return key
+
+
+def key_file_warning(environ: Mapping[str, str] | None = None) -> str | None:
+    """What is wrong with the vault key file's permissions, if one is named; else None.
+
+    Whoever can read the key can open every secret of every tenant, so the file
+    must be readable by its owner only.
+    """
+    env = os.environ if environ is None else environ
+    named = env.get(KEY_FILE_ENV)
+    if not named:
+        return None
+    path = Path(named)
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot read the vault key file {path} (${KEY_FILE_ENV}): {exc.strerror}"
+    who = [w for w, bits in (("its group", 0o070), ("others", 0o007)) if mode & bits]
+    if not who:
+        return None
+    return (
+        f"the vault key file {path} (${KEY_FILE_ENV}) is open to {' and '.join(who)} "
+        f"(mode {stat.S_IMODE(mode):04o}); whoever can read it can open every secret: "
+        f"make it readable by its owner only with `chmod 600 {path}`"
+    )
 
 
 def check_name(name: str) -> str:
