@@ -6,8 +6,10 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
+from ..snapshots import trust
 from ..state import State
 from .common import describe_stop, emit_json, err, exit_code_for, open_runtime, out, wants_json
 
@@ -66,6 +68,19 @@ def register(
         "--with-grants",
         action="store_true",
         help="re-grant the archive's live grants, recorded as yours",
+    )
+    p.add_argument(
+        "--trust-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="accept only archives signed by this exporter key (repeat for more; "
+        "`stead export` prints an archive's key)",
+    )
+    p.add_argument(
+        "--trusted-keys",
+        metavar="FILE",
+        help=f"a file of trusted exporter keys, one a line (default: ${trust.ENV})",
     )
     p.set_defaults(func=cmd_import)
 
@@ -188,22 +203,49 @@ def cmd_export(args: argparse.Namespace) -> int:
         out.print(done["path"])
         moved = "; the source is retired (moved)" if done["move"] else ""
         err.print(f"archive {done['archive_id']}, sha256 {done['sha256']}{moved}")
+        err.print(
+            f"signed with agent {args.agent_id}'s key {done['public_key']}; an importer "
+            f"trusts it with `stead import FILE --trust-key {done['public_key']}`"
+        )
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    # read before the store is opened: a bad key or list refuses with nothing touched
+    trusted = trust.TrustedKeys.configured(args.trust_key, args.trusted_keys)
     rt = open_runtime(args)
     try:
-        state = rt.import_archive(Path(args.file), with_grants=args.with_grants)
+        state = rt.import_archive(Path(args.file), with_grants=args.with_grants, trusted=trusted)
     finally:
         rt.close()
     origin = state.origin or {}
+    key = origin.get("signed_by")
+    if trusted is not None:
+        said = f"signed by key {key}, a trusted key ({' and '.join(trusted.sources)})"
+    else:
+        said = (
+            f"[yellow]warning[/]: {escape(args.file)} is signed by key {key}, which is on no trust "
+            "list: its signature proves only that the archive matches that key, not who "
+            "exported it. To import only archives from exporters you know, pass "
+            f"--trust-key KEY or set ${trust.ENV} to a file of keys"
+        )
     if wants_json(args):
-        emit_json({"agent_id": state.agent_id, "status": state.status, "origin": origin})
+        emit_json(
+            {
+                "agent_id": state.agent_id,
+                "status": state.status,
+                "origin": origin,
+                "signed_by": key,
+                "trusted": trusted is not None,
+            }
+        )
+        if trusted is None:
+            err.print(said)
     else:
         out.print(state.agent_id)
         err.print(
             f"imported agent {origin.get('agent_id')} (archive {origin.get('archive_id')}) as "
             f"{state.agent_id}, status {state.status}; {len(state.grants)} grants"
         )
+        err.print(said)
     return 0

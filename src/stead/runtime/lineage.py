@@ -34,6 +34,7 @@ from ..ids import new_id
 from ..journal import Kind, NewEvent
 from ..sandbox.workspace import Manifest, Workspace
 from ..snapshots.archive import Archive, partial_path, read_archive, write_archive
+from ..snapshots.trust import TrustedKeys
 from ..state import State
 from ..store.base import AgentRecord
 from ..store.scoped import TenantStore
@@ -295,7 +296,13 @@ def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dic
         )
         if move:
             shutil.rmtree(act.workspace.root, ignore_errors=True)
-        return {"archive_id": archive_id, "sha256": digest, "path": str(path), "move": move}
+        return {
+            "archive_id": archive_id,
+            "sha256": digest,
+            "path": str(path),
+            "move": move,
+            "public_key": state.public_key,
+        }
 
 
 def _move_committed(rt: Runtime, agent_id: str) -> bool:
@@ -327,10 +334,22 @@ def import_id(archive_id: str) -> str:
 
 
 def import_archive(
-    rt: Runtime, path: Path, *, with_grants: bool = False, tenant: str | None = None
+    rt: Runtime,
+    path: Path,
+    *,
+    with_grants: bool = False,
+    tenant: str | None = None,
+    trusted: TrustedKeys | None = None,
 ) -> State:
-    """Read a verified archive into this store as a new agent (see the module docstring)."""
+    """Read a verified archive into this store as a new agent (see the module docstring).
+
+    With ``trusted``, an archive signed by a key not on that list is refused
+    before anything is written. The key that signed it is recorded in the new
+    agent's origin (``signed_by``) either way.
+    """
     archive = read_archive(path)  # ArchiveError before anything is written
+    if trusted is not None:
+        trusted.check(path, archive.header["public_key"])
     head = archive.header["agent"]
     tenant = tenant or rt.tenant or head["tenant"]
     new_agent = import_id(archive.archive_id)
@@ -361,6 +380,7 @@ def import_archive(
         "archive_id": archive.archive_id,
         "move": archive.move,
         "journal_blob": journal_blob,
+        "signed_by": archive.header["public_key"],
     }
     born = NewEvent(
         Kind.AGENT_IMPORTED,

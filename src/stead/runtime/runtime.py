@@ -37,6 +37,7 @@ from ..models.registry import model_for
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, load_key
 from ..sandbox.workspace import Workspace
+from ..snapshots.trust import TrustedKeys
 from ..spec import AgentSpec
 from ..state import State
 from ..store import open_store
@@ -389,9 +390,12 @@ class Runtime(AuthorityActions):
         """Write the agent's signed archive; with ``move`` the source can no longer run."""
         return lineage.export(self, agent_id, Path(path), move=move)
 
-    def import_archive(self, path: str | Path, *, with_grants: bool = False) -> State:
-        """Read an archive into this store as a new agent."""
-        return lineage.import_archive(self, Path(path), with_grants=with_grants)
+    def import_archive(
+        self, path: str | Path, *, with_grants: bool = False, trusted: TrustedKeys | None = None
+    ) -> State:
+        """Read an archive into this store as a new agent; with ``trusted``, only an
+        archive signed by one of those exporter keys (:mod:`stead.snapshots.trust`)."""
+        return lineage.import_archive(self, Path(path), with_grants=with_grants, trusted=trusted)
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""
