@@ -80,7 +80,7 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
             {"id": "tests", "description": "tests pass", "accept": [{"files_exist": ["a.py"]}]},
         ],
         "workspace": str((base / "seed").resolve()),
-        "limits": {"max_steps": 7},
+        "limits": {"max_steps": 7, "command_seconds": 120.0, "workspace_mb": 1024},
         "base_dir": str(base.resolve()),
         "script": SCRIPT,
         "scope": None,

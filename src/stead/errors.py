@@ -8,6 +8,7 @@
     ├── ScriptError               a scripted model's decision list is invalid
     ├── NotFound                  no such agent, version, call or blob
     ├── StoreError                the store cannot do what was asked
+    │   ├── StoreUnusable         no store there, or a file that is not a usable stead store
     │   ├── SchemaTooNew          the database was written by a newer stead
     │   ├── ConcurrencyError      another writer got there first
     │   │   ├── StaleEpoch        an append under a lease that has been taken over
@@ -56,6 +57,11 @@ class NotFound(SteadError):
 
 class StoreError(SteadError):
     """The store cannot do what was asked."""
+
+
+class StoreUnusable(StoreError):
+    """The store URL names no store (for a command that only reads), or a file that is
+    not a stead database: damaged, another program's, locked or read-only."""
 
 
 class SchemaTooNew(StoreError):

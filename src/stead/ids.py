@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import random
+import re
 
 from .clock import Clock
+from .errors import UsageError
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -35,3 +37,22 @@ def new_id(prefix: str, clock: Clock, rng: random.Random | None = None) -> str:
 def seeded_rng(seed: str) -> random.Random:
     """A random generator for one activation, seeded from that activation's entropy."""
     return random.Random(seed)
+
+
+_SHORT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """``value`` if it is a short identifier, else a UsageError saying what one is.
+
+    Every id that comes from outside (a command line, a spec, an API call) goes
+    through here: it names folders and rows, so it is 1 to 64 letters, digits,
+    '.', '_' or '-', starting with a letter or digit, and never ``..``.
+    """
+    if not isinstance(value, str) or not _SHORT_ID.fullmatch(value) or ".." in value:
+        shown = repr(value) if len(str(value)) <= 80 else f"{str(value)[:40]!r}... (too long)"
+        raise UsageError(
+            f"{what} {shown} is not allowed: use 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit, without '..'"
+        )
+    return value

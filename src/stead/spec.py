@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import GovernanceError, ScriptError, SpecError
-from .governance.grants import parse_grant
+from .governance.grants import check_valid_for, parse_grant
 from .integrity.checks import parse_check
 from .integrity.monitor_config import MonitorConfigError, build_monitors
 from .models.scripted import ScriptedModel
+from .yamlsafe import load_yaml, read_text
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
 DEFAULT_MAX_STEPS = 1000
@@ -259,14 +258,10 @@ def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:
         )
     path = (base / ref).resolve()
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _fail("model", f"cannot read the script {path}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
+        data = load_yaml(read_text(path, "the script", ScriptError), f"script {path}", ScriptError)
         ScriptedModel.from_data(data, str(path))
-    except (yaml.YAMLError, ScriptError) as exc:
-        raise _fail("model", str(exc)) from exc
+    except ScriptError as exc:
+        raise _fail("model", str(exc)) from None
     return model, data
 
 
@@ -290,19 +285,13 @@ def _parse_scope(scope: Any) -> tuple[dict[str, Any], ...] | None:
                     f"{where}.{extra[0]}",
                     f"is not a grant field in a spec; use {', '.join(_SPEC_GRANT_FIELDS)}",
                 )
-            valid_for = g.get("valid_for")
-            if valid_for is not None and (
-                isinstance(valid_for, bool)
-                or not isinstance(valid_for, int | float)
-                or valid_for <= 0
-            ):
-                raise _fail(f"{where}.valid_for", "must be a number of seconds above 0")
         try:
             grant = parse_grant(g, f"spec field '{where}'")
+            if isinstance(g, dict) and g.get("valid_for") is not None:
+                where_for = f"spec field '{where}.valid_for'"
+                grant["valid_for"] = check_valid_for(g["valid_for"], where_for)
         except GovernanceError as exc:
             raise SpecError(str(exc)) from None
-        if isinstance(g, dict) and g.get("valid_for") is not None:
-            grant["valid_for"] = float(g["valid_for"])
         out.append(grant)
     return tuple(out)
 
@@ -340,12 +329,5 @@ def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:
 def load_spec(path: str | Path) -> AgentSpec:
     """Read and validate a spec file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read spec {p}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"spec {p} is not valid YAML: {exc}") from exc
+    data = load_yaml(read_text(p, "spec", SpecError), f"spec {p}", SpecError)
     return parse_spec(data, p.parent)

@@ -100,6 +100,9 @@ def test_bad_input_exits_2_and_names_the_problem(
     assert main(["run", str(spec), "--store", store]) == 2
     assert "spec field 'autonomy'" in capsys.readouterr().err
     assert main(["show", "ag_missing", "--store", store]) == 2
+    assert "there is no store at" in capsys.readouterr().err  # and none was made
+    assert main(["run", str(write_agent(tmp_path, [{"finish": "x"}])), "--store", store]) == 0
+    assert main(["show", "ag_missing", "--store", store]) == 2
     assert "no agent with id ag_missing" in capsys.readouterr().err
     assert main(["ls", "--store", "ftp://nowhere"]) == 2
     assert "unknown store URL" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from stead.cli.main import main
+from stead.store.sqlite import SqliteStore
 
 from .test_governance_cli import run_json, run_text, workspace_file, write_agent
 
@@ -314,6 +315,10 @@ def test_rollback_refuses_a_version_in_the_middle_of_a_step(
 def test_an_unknown_agent_exits_2_naming_it(
     store: str, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
+    assert main(["ls", "--store", store]) == 2  # a read makes no store ...
+    assert "no store at" in capsys.readouterr().err
+    SqliteStore(store.removeprefix("sqlite:///")).close()  # ... so make one
+    capsys.readouterr()
     code, out, err = run_text(capsys, *argv, "--store", store)
     assert code == 2 and out == ""
     assert "no agent with id ag_missing" in err

@@ -12,7 +12,7 @@ def say_hello(name: str, ctx: ToolContext, times: int = 1) -> str:
 
 
 def plain(x: int) -> int:
-    """An undeclared function: usable as an effectful tool."""
+    """An undeclared function: a tool when handed over in Python, refused by name in a spec."""
     return x + 1
 
 

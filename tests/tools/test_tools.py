@@ -258,9 +258,14 @@ def test_load_a_user_tool_by_module_and_function(isolated_imports: None, tmp_pat
     assert greet.call({"name": "ann", "times": 2}, ctx_for(tmp_path)) == (
         "hello ann from ag_1 hello ann from ag_1"
     )
-    plain = load_tool(f"{SAMPLE}:plain", [HERE])
+    # a function handed over in Python is still an effectful tool ...
+    plain = as_tool(sys.modules[SAMPLE].plain)
     assert (plain.name, plain.effect, plain.wants_ctx) == ("plain", Effect.EFFECTFUL, False)
     assert plain.call({"x": 1}, ctx_for(tmp_path)) == 2
+    # ... but a spec names only declared tools: os:system would run on the host
+    for ref in (f"{SAMPLE}:plain", "os:system", "subprocess:run"):
+        with pytest.raises(ToolError, match="not declared as a tool"):
+            load_tool(ref, [HERE])
     charge = load_tool(f"{SAMPLE}:charge", [HERE])
     assert charge.ask_reconcile({"amount": 3.5}, ctx_for(tmp_path)) == Reconciled(
         "done", {"charged": 3.5}
@@ -269,13 +274,13 @@ def test_load_a_user_tool_by_module_and_function(isolated_imports: None, tmp_pat
 
 def test_load_tool_imports_from_the_search_path_only(isolated_imports: None) -> None:
     with pytest.raises(ToolError, match="cannot import"):
-        load_tool(f"{SAMPLE}:plain")
-    assert load_tool(f"{SAMPLE}:plain", [HERE]).name == "plain"
+        load_tool(f"{SAMPLE}:charge")
+    assert load_tool(f"{SAMPLE}:charge", [HERE]).name == "charge"
 
 
 def test_load_tools_keys_by_name(isolated_imports: None) -> None:
-    tools = load_tools(["read_file", f"{SAMPLE}:say_hello", f"{SAMPLE}:plain"], [HERE])
-    assert sorted(tools) == ["greet", "plain", "read_file"]
+    tools = load_tools(["read_file", f"{SAMPLE}:say_hello", f"{SAMPLE}:charge"], [HERE])
+    assert sorted(tools) == ["charge", "greet", "read_file"]
 
 
 def test_load_tools_refuses_two_tools_with_one_name(isolated_imports: None) -> None:
@@ -289,7 +294,7 @@ def test_load_tools_refuses_two_tools_with_one_name(isolated_imports: None) -> N
         ("rm_rf", "unknown tool 'rm_rf': built-in tools are list_files, read_file, shell"),
         ("stead_no_such_module_xyz:f", "cannot import module 'stead_no_such_module_xyz'"),
         (f"{SAMPLE}:missing", f"module '{SAMPLE}' has no 'missing'"),
-        (f"{SAMPLE}:NOT_A_TOOL", "not a function"),
+        (f"{SAMPLE}:NOT_A_TOOL", "not declared as a tool"),
     ],
 )
 def test_load_tool_errors(isolated_imports: None, ref: str, match: str) -> None:

@@ -19,6 +19,7 @@ from .common import (
     exit_code_for,
     open_runtime,
     out,
+    positive_int,
     wants_json,
 )
 
@@ -29,7 +30,7 @@ def register(
     p = sub.add_parser("run", parents=[common], help="create an agent from a spec and run it")
     p.add_argument("spec", help="path of the agent spec (YAML)")
     p.add_argument("--id", dest="agent_id", help="agent id to use (default: a new one)")
-    p.add_argument("--max-steps", type=int, help="stop this run after N decisions")
+    p.add_argument("--max-steps", type=positive_int, help="stop this run after N decisions")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -38,7 +39,7 @@ def register(
         help="recover an agent and run it on from its last committed step",
     )
     p.add_argument("agent_id")
-    p.add_argument("--max-steps", type=int, help="stop this run after N decisions")
+    p.add_argument("--max-steps", type=positive_int, help="stop this run after N decisions")
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("send", parents=[common], help="deliver a message to an agent")
@@ -110,6 +111,7 @@ def _report(outcome: Outcome, as_json: bool) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
+    Runtime.check_loads(spec)  # a spec that cannot run stores nothing
     rt = open_runtime(args)
     try:
         state = rt.create(spec, args.agent_id)

@@ -12,9 +12,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from ..errors import UsageError
+from ..ids import check_id
 from ..runtime.runtime import Runtime
 from ..state import State
-from ..store import DEFAULT_URL, data_dir_for
+from ..store import DEFAULT_URL, data_dir_for, open_store
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
@@ -57,27 +59,74 @@ def common_options() -> argparse.ArgumentParser:
     return p
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 10 * 365 * 86400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def store_url(args: argparse.Namespace) -> str:
     return str(getattr(args, "store", None) or os.environ.get("STEAD_STORE") or DEFAULT_URL)
 
 
 def tenant_of(args: argparse.Namespace) -> str | None:
-    """The tenant a command acts as, or None for the operator (every tenant)."""
-    return getattr(args, "tenant", None) or os.environ.get("STEAD_TENANT") or None
+    """The tenant a command acts as, or None for the operator (every tenant).
+
+    Only the absence of both ``--tenant`` and ``$STEAD_TENANT`` means the
+    operator: an empty one is a mistake (an unset variable in a script, say), and
+    taking it for the operator would show and let it act on every tenant.
+    """
+    tenant = getattr(args, "tenant", None)
+    where = "--tenant"
+    if tenant is None:
+        tenant, where = os.environ.get("STEAD_TENANT"), "$STEAD_TENANT"
+    if tenant is None:
+        return None
+    if not tenant.strip():
+        raise UsageError(
+            f"{where} is empty; name a tenant, or leave {where} out to act as the operator"
+        )
+    return check_id(tenant, f"{where}")
 
 
 def wants_json(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "json", False))
 
 
-def open_runtime(args: argparse.Namespace) -> Runtime:
+def open_runtime(args: argparse.Namespace, reads_only: bool = False) -> Runtime:
+    """The runtime a command acts through; a command that ``reads_only`` makes no store."""
     url = store_url(args)
     data_dir = (
         getattr(args, "data_dir", None) or os.environ.get("STEAD_DATA_DIR") or data_dir_for(url)
     )
     if data_dir is None:
         data_dir = str(Path(".stead").resolve())
-    return Runtime(url, data_dir, tenant=tenant_of(args))
+    tenant = tenant_of(args)
+    return Runtime(open_store(url, create=not reads_only), data_dir, tenant=tenant)
 
 
 def emit_json(value: Any) -> None:

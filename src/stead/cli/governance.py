@@ -11,10 +11,11 @@ from typing import Any
 
 from ..errors import GovernanceError, NotFound, UsageError
 from ..governance.gate import LEVELS, ancestry_problem
-from ..governance.grants import describe, inactive_reason
+from ..governance.grants import MAX_VALID_SECONDS, describe, inactive_reason
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
 from ..runtime.runtime import Runtime
 from ..state import State
+from ..yamlsafe import read_text
 from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, tenant_of, wants_json
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
@@ -28,7 +29,13 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a duration; write it like 90s, 15m, 2h or 1d"
         )
-    return float(m.group(1)) * _UNIT[m.group(2)]
+    seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if not seconds <= MAX_VALID_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than 10 years ({MAX_VALID_SECONDS // 86400}d), "
+            "the longest a grant or approval may last"
+        )
+    return seconds
 
 
 def _literal(text: str) -> Any:
@@ -57,9 +64,12 @@ def parse_arg_constraint(text: str) -> tuple[str, dict[str, Any]]:
         )
     if kind in ("max", "min"):
         try:
-            return name, {kind: float(value)}
+            number = float(value)
         except ValueError:
-            raise UsageError(f"--arg {text!r}: {kind} takes a number") from None
+            number = math.nan
+        if not math.isfinite(number):
+            raise UsageError(f"--arg {text!r}: {kind} takes a number, e.g. count=max:5")
+        return name, {kind: number}
     if kind == "one_of":
         # numbers stay numbers (size=one_of:1,2 allows size=1); quote to keep text
         return name, {kind: [_literal(v) for v in value.split(",") if v]}
@@ -202,7 +212,7 @@ def _state_or_none(rt: Runtime) -> Callable[[str], State | None]:
 
 
 def cmd_scope(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         state = rt.store.load_state(args.agent_id)
         now = rt.clock.now()
@@ -269,7 +279,7 @@ def cmd_autonomy(args: argparse.Namespace) -> int:
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         pending = rt.pending_approvals(tenant_of(args))
     finally:
@@ -326,10 +336,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_set(args: argparse.Namespace) -> int:
-    try:
-        text = args.file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read policy file {args.file}: {exc.strerror}") from exc
+    text = read_text(args.file, "policy file", UsageError)
     rt = open_runtime(args)
     try:
         version = rt.set_policy(_tenant(args), text)
@@ -343,7 +350,7 @@ def cmd_policy_set(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_show(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         record = rt.store.get_policy(_tenant(args), args.version)
     finally:

@@ -139,7 +139,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         snaps = rt.store.list_snapshots(args.agent_id)
         state = rt.store.load_state(args.agent_id)

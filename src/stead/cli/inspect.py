@@ -56,7 +56,7 @@ def register(
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         agents = rt.store.list_agents(tenant_of(args))
     finally:
@@ -94,7 +94,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         record = rt.store.get_record(args.agent_id)
         state = (
@@ -213,7 +213,7 @@ def _governance_summary(kind: str, d: Mapping[str, Any]) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         events = rt.store.read_events(args.agent_id, args.from_seq, args.to_seq)
         if wants_json(args):
@@ -230,7 +230,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         record = rt.store.get_record(args.agent_id)
         try:

@@ -82,7 +82,7 @@ def register(
 
 
 def cmd_certificate(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         certificate = journaled_certificate(rt.store, args.agent_id)
     finally:
@@ -99,7 +99,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read {args.file}: {exc.strerror}") from exc
     except ValueError as exc:
         raise UsageError(f"{args.file} is not JSON: {exc}") from exc
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         problems = verify_certificate(rt.store, certificate)
     finally:
@@ -120,7 +120,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         found, journaled = rt.check(args.agent_id)
     finally:
@@ -177,7 +177,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
 
 def cmd_provenance(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         graph = rt.provenance(args.agent_id)
         try:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import SecretError
+from ..errors import SecretError, UsageError
 from ..sandbox.secrets import check_name, new_key
 from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, tenant_of, wants_json
+
+MAX_SECRET_CHARS = 64 * 1024
+"""The longest secret value ``stead secret set`` stores."""
 
 
 def register(
@@ -53,7 +56,15 @@ def cmd_set(args: argparse.Namespace) -> int:
     check_name(args.name)
     if sys.stdin.isatty():
         err.print(f"value for {args.name} (end with Ctrl-D): ", end="")
-    value = sys.stdin.read()
+    try:
+        value = sys.stdin.read(MAX_SECRET_CHARS + 2)  # a bounded read: never the whole stream
+    except UnicodeDecodeError:
+        raise UsageError(f"the value of {args.name} is not UTF-8 text") from None
+    if len(value.removesuffix("\n")) > MAX_SECRET_CHARS:
+        raise UsageError(
+            f"the value of {args.name} is longer than {MAX_SECRET_CHARS // 1024} Ki characters; "
+            "a secret is a key or token, not a file: store a larger value elsewhere"
+        )
     if value.endswith("\n"):
         value = value[:-1]
     rt = open_runtime(args)
@@ -72,7 +83,7 @@ def cmd_set(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    rt = open_runtime(args, reads_only=True)
     try:
         tenant = tenant_of(args) or "default"
         rows = rt.store.list_secrets(tenant)

@@ -17,6 +17,9 @@ from .common import (
     err,
     open_runtime,
     out,
+    positive_int,
+    positive_seconds,
+    seconds,
     tenant_of,
     wants_json,
 )
@@ -28,7 +31,9 @@ def register(
     p = sub.add_parser(
         "work", parents=[common], help="run every runnable agent, many at a time, with group commit"
     )
-    p.add_argument("--concurrency", type=int, default=32, help="agents run at once (default 32)")
+    p.add_argument(
+        "--concurrency", type=positive_int, default=32, help="agents run at once (default 32)"
+    )
     p.add_argument(
         "--forever",
         action="store_true",
@@ -36,14 +41,14 @@ def register(
     )
     p.add_argument(
         "--poll",
-        type=float,
+        type=positive_seconds,
         default=1.0,
         metavar="SECONDS",
         help="with --forever, how often to look for work (default 1)",
     )
     p.add_argument(
         "--hibernate-after",
-        type=float,
+        type=seconds,
         default=300.0,
         metavar="SECONDS",
         help="hibernate agents that have waited this long (default 300)",

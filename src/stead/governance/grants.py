@@ -57,13 +57,40 @@ _FIELDS = (
 )
 
 
+MAX_VALID_SECONDS = 10 * 365 * 86400
+"""The longest validity window a grant or approval may be given: 10 years."""
+_LATEST = 253402300799.0
+"""The last second of the year 9999: no grant's time may lie beyond it."""
+
+
 def _fail(where: str, problem: str) -> GovernanceError:
     return GovernanceError(f"{where}: {problem}")
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise _fail(where, f"must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise _fail(where, f"must be a number, got {value!r}")
+    return number
+
+
+def check_valid_for(value: Any, where: str = "valid_for") -> float:
+    """A validity window in seconds: above 0 and at most :data:`MAX_VALID_SECONDS`."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_VALID_SECONDS
+    ):
+        raise _fail(
+            where,
+            f"must be a positive number of seconds, at most 10 years "
+            f"({MAX_VALID_SECONDS} s), got {value!r}",
+        )
     return float(value)
 
 
@@ -124,6 +151,8 @@ def parse_grant(obj: Any, where: str = "grant") -> dict[str, Any]:
     for key in ("valid_from", "valid_until"):
         value = obj.get(key)
         bounds[key] = None if value is None else _number(value, f"{where}.{key}")
+        if not 0 <= (bounds[key] or 0) <= _LATEST:
+            raise _fail(f"{where}.{key}", "must be a time in seconds between 1970 and 9999")
     if (
         bounds["valid_from"] is not None
         and bounds["valid_until"] is not None
@@ -303,4 +332,8 @@ def describe(grant: Mapping[str, Any]) -> str:
 
 def _when(at: float) -> str:
     """A time for people: UTC, to the second (the stored value stays the number)."""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):
+        # a time stored before windows were bounded: show it, do not fail on it
+        return f"{at!r} s after 1970"

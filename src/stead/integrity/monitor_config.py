@@ -55,7 +55,14 @@ def build_monitors(
     load: Callable[[str], Any] | None = None,
 ) -> MonitorSet:
     """The rules a spec's ``monitors:`` section asks for (built-ins on by default)."""
+    if config is not None and not isinstance(config, Mapping):
+        raise MonitorConfigError(
+            f"monitors must be a mapping of rules to their settings, e.g. "
+            f"{{loop: {{repeat: 3}}}}; use {', '.join(BUILT_IN)} or custom"
+        )
     config = dict(config or {})
+    if not isinstance(config.get("custom") or [], list):
+        raise MonitorConfigError("monitors.custom must be a list of rules")
     unknown = sorted(set(config) - set(BUILT_IN) - {"custom"})
     if unknown:
         raise MonitorConfigError(
@@ -66,14 +73,19 @@ def build_monitors(
         params = config.get(name) or {}
         if not isinstance(params, Mapping):
             raise MonitorConfigError(f"monitors.{name} must be a mapping of its settings")
-        if params.get("off"):
+        off = params.get("off", False)
+        if not isinstance(off, bool):
+            raise MonitorConfigError(f"monitors.{name}.off must be true or false, got {off!r}")
+        if off:
             continue
         params = {k: v for k, v in params.items() if k != "off"}
-        bad = sorted(set(params) - set(_PARAMS[name]))
+        bad = sorted(set(params) - set(_PARAMS[name]), key=str)
         if bad:
             raise MonitorConfigError(
                 f"monitors.{name}.{bad[0]} is not a setting; use {', '.join(_PARAMS[name])}"
             )
+        for key, value in params.items():
+            _check_setting(f"monitors.{name}.{key}", key, value)
         if name == "budget" and not any(v is not None for k, v in params.items() if k != "window"):
             continue  # no limit set: nothing to count
         if name == "dataflow":
@@ -92,6 +104,27 @@ def build_monitors(
     for i, item in enumerate(config.get("custom") or []):
         rules.append(_custom(item, f"monitors.custom[{i}]", load))
     return MonitorSet(rules)
+
+
+_COUNTS = ("repeat", "errors", "tool_calls", "steps", "tokens", "refusals", "baseline_sessions",
+           "min_steps")  # fmt: skip
+_NAMES = ("outbound", "untrusted")
+
+
+def _check_setting(where: str, key: str, value: Any) -> None:
+    """A built-in rule's setting has the type it needs (None leaves it unset)."""
+    if value is None or key == "demote_to":
+        return
+    if key in _NAMES:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise MonitorConfigError(f"{where} must be a list of tool names or patterns")
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise MonitorConfigError(f"{where} must be a number above 0, got {value!r}")
+    if key in _COUNTS and not isinstance(value, int):
+        raise MonitorConfigError(f"{where} must be a whole number of at least 1, got {value!r}")
+    if value == float("inf"):
+        raise MonitorConfigError(f"{where} must be a finite number")
 
 
 def _custom(item: Any, where: str, load: Callable[[str], Any] | None) -> Rule:

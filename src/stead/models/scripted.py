@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import ModelError, ScriptError
+from ..yamlsafe import load_yaml, read_text
 from .base import Decision, RenderedContext, parse_decision
 
 
@@ -36,20 +35,12 @@ class ScriptedModel:
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "script") -> ScriptedModel:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ScriptError(f"{source}: not valid YAML: {exc}") from exc
-        return cls.from_data(data, source)
+        return cls.from_data(load_yaml(text, source, ScriptError), source)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ScriptError(f"cannot read script {p}: {exc}") from exc
-        return cls.from_yaml(text, str(p))
+        return cls.from_yaml(read_text(p, "script", ScriptError), str(p))
 
     def decide(self, context: RenderedContext) -> Decision:
         if context.step < 0:

@@ -14,7 +14,7 @@ from typing import Any
 from ..clock import Clock
 from ..errors import GovernanceError, NotFound
 from ..governance.gate import LEVELS
-from ..governance.grants import parse_grant
+from ..governance.grants import check_valid_for, parse_grant
 from ..governance.policy import settable_policy
 from ..ids import new_id
 from ..journal import Kind, NewEvent
@@ -30,7 +30,7 @@ def new_grant(
     """A grant to record: checked, with its id, author, and ``valid_for`` made absolute."""
     grant = parse_grant({k: v for k, v in obj.items() if k != "valid_for"}, where)
     if obj.get("valid_for") is not None:
-        grant["valid_until"] = clock.now() + float(obj["valid_for"])
+        grant["valid_until"] = clock.now() + check_valid_for(obj["valid_for"], f"{where}.valid_for")
         if grant["valid_from"] is not None and grant["valid_until"] <= grant["valid_from"]:
             raise GovernanceError(f"{where}: valid_for ends before valid_from")
     grant["id"] = new_id("gr", clock)
@@ -124,8 +124,7 @@ class AuthorityActions:
         self, approval_id: str, valid_for: float = DEFAULT_APPROVAL_SECONDS
     ) -> tuple[str, State]:
         """Approve one pending call for ``valid_for`` seconds from now; it is single-use."""
-        if valid_for <= 0:
-            raise GovernanceError("--valid-for must be a positive duration, e.g. 15m")
+        check_valid_for(valid_for, "--valid-for")
         agent_id = self._approval_owner(approval_id)
         now = self._now()
 

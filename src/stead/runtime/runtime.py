@@ -24,11 +24,10 @@ from ..errors import (
     NotFound,
     ResolveError,
     SteadError,
-    StoreError,
     ToolError,
     UsageError,
 )
-from ..ids import new_id
+from ..ids import check_id, new_id
 from ..integrity.monitors import Violation, replay
 from ..integrity.provenance import Graph
 from ..journal import Event, Kind, NewEvent
@@ -75,6 +74,7 @@ class Runtime(AuthorityActions):
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         if tenant is not None:
+            check_id(tenant, "tenant")  # "" is not the operator: only None is
             # everything this runtime does goes through one tenant's view
             self.store = TenantStore(self.store, tenant)
         self.tenant = tenant
@@ -106,16 +106,31 @@ class Runtime(AuthorityActions):
 
     # -- creating -------------------------------------------------------------
 
+    @staticmethod
+    def check_loads(spec: AgentSpec) -> None:
+        """Refuse a spec whose tools or monitors cannot be loaded, before anything is stored.
+
+        Every tool must be a built-in or a declared tool that imports, no two with
+        one name, and every custom python rule must import: otherwise the agent
+        would be stored only to fail on its first run, and on every worker pass.
+        """
+        tools = load_tools(spec.tools, [spec.base_dir])
+        monitors_for(spec.to_record(), [name for name, t in tools.items() if t.secrets])
+
     def create(self, spec: AgentSpec, agent_id: str | None = None) -> State:
-        """Create an agent from a validated spec; seed its workspace; journal it."""
-        agent_id = agent_id or new_id("ag", self.clock)
+        """Create an agent from a validated spec; seed its workspace; journal it.
+
+        Call :meth:`check_loads` first unless the caller will hand the agent its
+        tools itself (``run(tools=...)``): this only checks the id.
+        """
+        agent_id = new_id("ag", self.clock) if agent_id is None else check_id(agent_id, "agent id")
         record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(), self.clock.now())
         try:
             self.store.get_record(agent_id)
         except NotFound:
             pass
         else:
-            raise StoreError(
+            raise UsageError(
                 f"an agent with id {agent_id} already exists; choose another id or omit --id"
             )
         # Seed into a staging folder and move it into place only once the agent is

@@ -15,8 +15,8 @@ DEFAULT_URL = "sqlite:///.stead/stead.db"
 __all__ = ["DEFAULT_URL", "AgentRecord", "AgentSummary", "Lease", "Store", "open_store"]
 
 
-def open_store(url: str) -> Store:
-    """Open the store a URL names."""
+def open_store(url: str, create: bool = True) -> Store:
+    """Open the store a URL names; without ``create``, one that does not exist is refused."""
     if url in ("memory:", "memory://"):
         from .memory import MemoryStore
 
@@ -27,7 +27,7 @@ def open_store(url: str) -> Store:
         path = url[len("sqlite:///") :]
         if not path:
             raise UsageError("the SQLite URL names no file; use sqlite:///PATH/TO/stead.db")
-        return SqliteStore(path)
+        return SqliteStore(path, create=create)
     if url.startswith(("postgresql://", "postgres://")):
         raise UsageError("the PostgreSQL backend is not built yet; use a sqlite:/// URL")
     raise UsageError(

@@ -35,6 +35,7 @@ from ..errors import (
     StaleEpoch,
     SteadError,
     StoreError,
+    StoreUnusable,
     VersionConflict,
 )
 from ..journal import Event, Kind
@@ -75,10 +76,24 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
 
     schema_version = len(MIGRATIONS)
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, create: bool = True) -> None:
+        """Open (with ``create``, make) the database at ``path``.
+
+        Without ``create`` a missing file is refused, and nothing (not even its
+        folder) is made: a command that only reads must not leave a store behind.
+        """
         self.path = Path(path)
         if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not create and not self.path.is_file():
+                raise StoreUnusable(
+                    f"there is no store at {self.path}; check --store (or $STEAD_STORE)"
+                )
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnusable(
+                    f"cannot make the folder of the store {self.path}: {exc.strerror}"
+                ) from None
         self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(
@@ -88,14 +103,21 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
                 timeout=BUSY_TIMEOUT_MS / 1000,
             )
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite database {path}: {exc}") from exc
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            raise StoreUnusable(f"cannot open SQLite database {path}: {exc}") from None
         try:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             # refuse a newer database before anything (even the WAL switch) writes to it
             self._refuse_newer()
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = FULL")
             self._migrate()
+        except sqlite3.DatabaseError as exc:
+            # garbage, a truncated file, a lock held past the timeout, a read-only file
+            self._db.close()
+            raise StoreUnusable(
+                f"cannot use {self.path} as a stead store: {exc}; name a stead database "
+                "that is readable, writable and not locked by another program"
+            ) from None
         except BaseException:
             self._db.close()
             raise
@@ -121,6 +143,16 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
         if has_table:
             row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
             self._check_version(int(row.fetchone()[0]))
+            return
+        other = self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1"
+        ).fetchone()
+        if other is not None:
+            # another program's database: adding stead's tables to it would change it
+            raise StoreUnusable(
+                f"{self.path} is not a stead store (it has a table {other[0]!r} but no "
+                "stead schema); name a stead database or a new file"
+            )
 
     def _check_version(self, current: int) -> None:
         if current > len(MIGRATIONS):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolError
+from .base import _ATTR as TOOL_ATTR
 from .base import Tool, as_tool
 from .builtin import BUILTINS
 
@@ -27,25 +28,35 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
             f"unknown tool {ref!r}: built-in tools are "
             f"{', '.join(sorted(BUILTINS))}; others are named module:function"
         )
-    return as_tool(import_object(ref, search_path, "tool"))
+    obj = import_object(ref, search_path, "tool")
+    # A spec names only functions declared as tools: any other function (os:system,
+    # say) has no effect class, no schema and no sandbox, and would run on the host.
+    if not isinstance(obj, Tool) and not isinstance(getattr(obj, TOOL_ATTR, None), Tool):
+        raise ToolError(
+            f"tool {ref!r} is not declared as a tool; a spec names built-in tools or "
+            "functions decorated with @stead.tool(effect=...)"
+        )
+    return as_tool(obj)
 
 
 def import_object(ref: str, search_path: Iterable[str | Path] = (), what: str = "object") -> Any:
     """The object ``module:name`` names, with ``search_path`` folders importable first."""
     module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise ToolError(f"{what} {ref!r}: write it as module:function, e.g. mypkg.tools:upload")
     for folder in search_path:
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except Exception as exc:  # a module that fails as it imports is the spec's problem too
         raise ToolError(
             f"{what} {ref!r}: cannot import module {module_name!r} ({exc}); "
             "check the name and that it is importable"
         ) from exc
     try:
         return getattr(module, attr)
-    except AttributeError:
+    except (AttributeError, TypeError):
         raise ToolError(f"{what} {ref!r}: module {module_name!r} has no {attr!r}") from None
 
 
