@@ -22,12 +22,13 @@ import yaml
 from stead import FakeClock, Kind, Runtime, StaleEpoch, ToolContext, parse_spec, tool
 from stead.errors import LeaseHeld
 from stead.journal import NewEvent, verify_chain
+from stead.spec import load_spec
 from stead.store.base import AgentRecord
 from stead.store.sqlite import SqliteStore
 from stead.tools.base import as_tool
 from stead.tools.builtin import write_file
 
-from .cli_helpers import EXIT_BUSY, EXIT_COMPLETED, EXIT_STOPPED, LEDGER_TOOLS, Cli, write_spec
+from .cli_helpers import EXIT_BUSY, EXIT_COMPLETED, LEDGER_TOOLS, Cli, write_spec
 
 pytestmark = pytest.mark.chaos
 
@@ -50,12 +51,21 @@ def race_script(seconds: float) -> list[Any]:
 
 
 def create_without_running(cli: Cli, agent_id: str, script: list[Any]) -> None:
-    """``stead run --max-steps 0``: the agent exists and is running, no step made."""
+    """Create the agent and start one activation that makes no step (``run(max_steps=0)``).
+
+    The command line refuses ``--max-steps 0`` (it would leave the agent running
+    for nobody), so the setup goes through the library, against the same store.
+    """
     spec = write_spec(cli.root / agent_id, script, name=agent_id)
-    proc = cli.run("run", str(spec), "--id", agent_id, "--max-steps", "0", "--json")
-    assert proc.returncode == EXIT_STOPPED, proc.stderr
-    report = json.loads(proc.stdout)
-    assert report["status"] == "running" and report["steps_this_run"] == 0, report
+    cli.db.parent.mkdir(parents=True, exist_ok=True)
+    rt = Runtime(SqliteStore(cli.db), cli.data_dir)
+    try:
+        rt.create(load_spec(spec), agent_id)
+        outcome = rt.run(agent_id, max_steps=0)
+    finally:
+        rt.close()
+    report = {"status": outcome.state.status, "version": outcome.state.version}
+    assert report["status"] == "running" and outcome.steps == 0, report
     # agent_created, a grant per tool the spec lists, activation_started
     assert report["version"] == 2 + 1 + len(LEDGER_TOOLS)
 
