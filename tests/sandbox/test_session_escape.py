@@ -9,6 +9,7 @@ command's background process lived on beside the host-side file tools.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 import uuid
@@ -35,8 +36,12 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def session(bwrap: BwrapSandbox, workspace: Path) -> Iterator[SandboxSession]:
-    if shutil.which("python3") is None or not Path("/usr/bin/python3").exists():
-        pytest.skip("the attack is a python3 script run inside the sandbox; no /usr/bin/python3")
+    if not Path("/usr/bin/python3").exists():
+        # the sandbox shows the host's /usr, so the attack needs the system python3
+        why = "the attack is a python3 script run inside the sandbox; no /usr/bin/python3"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must replay the sandbox escape: {why}")
+        pytest.skip(why)
     s = SandboxSession(bwrap, workspace)
     yield s
     s.close()
