@@ -161,3 +161,18 @@ def test_doctor_warns_when_the_vault_key_file_is_open_to_group_or_others(
     assert report["warnings"] == [
         f"cannot read the vault key file {key} ($STEAD_SECRET_KEY_FILE): No such file or directory"
     ]
+
+
+def test_doctor_says_when_commands_cannot_share_a_sealed_session(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the loop cannot be sealed from its commands, each runs one-shot, and doctor says so."""
+    from stead.sandbox import session as session_module
+
+    monkeypatch.delenv("STEAD_UNSANDBOXED", raising=False)
+    code, report = run_json(capsys, "doctor")
+    assert code == 0 and not any("one-shot" in n for n in report["notes"])
+    monkeypatch.setattr(session_module, "sealed_shell", lambda: None)
+    code, report = run_json(capsys, "doctor")
+    assert code == 0 and report["isolated"] is True
+    assert any("cannot share a sandbox" in n and "one-shot" in n for n in report["notes"])

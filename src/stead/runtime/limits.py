@@ -33,19 +33,28 @@ if TYPE_CHECKING:
 _NO_CAP = 2**62
 
 
+def quota_bytes(spec: Mapping[str, Any]) -> int:
+    """The workspace quota a stored spec sets."""
+    return int((spec.get("limits") or {}).get("workspace_mb", DEFAULT_WORKSPACE_MB)) * 2**20
+
+
 def tool_limits(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``ceiling`` and ``quota_bytes`` a stored spec gives its tools' contexts."""
-    limits = spec.get("limits") or {}
-    seconds = float(limits.get("command_seconds", DEFAULT_COMMAND_SECONDS))
-    mib = int(limits.get("workspace_mb", DEFAULT_WORKSPACE_MB))
+    """The ``ceiling`` and ``quota_bytes`` a stored spec gives its tools' contexts.
+
+    The ceiling caps wall time and, per file, the quota; it leaves the other
+    limits to what a tool asks (``Limits``' defaults otherwise).
+    """
+    seconds = float((spec.get("limits") or {}).get("command_seconds", DEFAULT_COMMAND_SECONDS))
+    quota = quota_bytes(spec)
     ceiling = Limits(
         wall_seconds=seconds,
         cpu_seconds=None,
         memory_bytes=None,
         processes=None,
         output_bytes=_NO_CAP,
+        file_bytes=quota,
     )
-    return {"ceiling": ceiling, "quota_bytes": mib * 2**20}
+    return {"ceiling": ceiling, "quota_bytes": quota}
 
 
 def settle_workspace(
@@ -58,9 +67,8 @@ def settle_workspace(
     """
     if tool.effect is Effect.READ_ONLY:
         return result, {}
-    quota = tool_limits(act.record.spec)["quota_bytes"]
     try:
-        return result, act.scan_delta(quota)
+        return result, act.scan_delta(quota_bytes(act.record.spec))
     except WorkspaceFull as exc:
         act.workspace.restore(act.manifest)
         failed = {"ok": False, "error": f"{exc}; this call's changes to the files were undone"}

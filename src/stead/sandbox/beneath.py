@@ -133,10 +133,14 @@ def write_atomic(
                 fh.write(data)
             if before is not None:
                 before()
-            _refuse_if_link(dir_fd, name, rel)  # replacing it would hide the mistake
-            with contextlib.suppress(FileNotFoundError):
-                if stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
-                    raise IsADirectoryError(f"{rel!r} is a folder; choose a file path")
+            try:
+                mode = os.lstat(name, dir_fd=dir_fd).st_mode
+            except FileNotFoundError:
+                mode = stat.S_IFREG
+            if stat.S_ISLNK(mode):  # replacing it would hide the mistake
+                raise _link_refused(rel)
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(f"{rel!r} is a folder; choose a file path")
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):

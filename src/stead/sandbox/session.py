@@ -38,6 +38,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -479,3 +480,18 @@ def _drain(live: _Live, out: _Capture, err: _Capture) -> None:
             if not data:
                 break
             capture.add(data)
+
+
+def session_isolation(sandbox: Sandbox) -> Isolation:
+    """What commands get here, found by running one in a session (for ``stead doctor``).
+
+    Only a real start shows whether the loop can be sealed from its commands;
+    where it cannot, the answer's notes say that every command runs one-shot.
+    """
+    with tempfile.TemporaryDirectory(prefix="stead-doctor-") as folder:
+        session = SandboxSession(sandbox, Path(folder))
+        try:
+            session.run(["/bin/true"], Path(folder), env={}, limits=Limits(wall_seconds=10))
+            return session.isolation()
+        finally:
+            session.close()

@@ -25,7 +25,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -60,7 +60,7 @@ class ToolContext:
     network: bool = False
     # the operator's limits: no command runs looser, whatever a tool or model asks
     ceiling: Limits | None = None
-    # how large the workspace may grow (bytes); None: no quota
+    # how large the workspace may grow (bytes; the ceiling's file_bytes too); None: no quota
     quota_bytes: int | None = None
     # the lease's epoch: rises at every takeover, so a service that remembers the
     # highest it has seen can refuse a call from a worker that lost the agent
@@ -105,14 +105,8 @@ class ToolContext:
         )
 
     def capped(self, limits: Limits) -> Limits:
-        """``limits`` held to the operator's ceiling and, per file, to the quota."""
-        if self.ceiling is not None:
-            limits = limits.capped_by(self.ceiling)
-        if self.quota_bytes is not None:
-            cap = self.quota_bytes
-            mine = limits.file_bytes
-            limits = replace(limits, file_bytes=cap if mine is None else min(mine, cap))
-        return limits
+        """``limits`` held to the operator's ceiling (which holds files to the quota)."""
+        return limits if self.ceiling is None else limits.capped_by(self.ceiling)
 
 
 @dataclass(frozen=True, slots=True)
