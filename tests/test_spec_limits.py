@@ -11,7 +11,7 @@ import yaml
 from stead.errors import ScriptError, SpecError
 from stead.integrity.monitors import Probing
 from stead.models.scripted import ScriptedModel
-from stead.spec import load_spec
+from stead.spec import load_spec, parse_spec
 from stead.yamlsafe import MAX_FILE_BYTES
 
 from .cli.test_cli import write_agent
@@ -53,6 +53,13 @@ def test_an_alias_bomb_in_a_spec_is_refused(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(bomb() + "name: x\n", encoding="utf-8")
     refused(spec, "aliases expanded")
+
+
+@pytest.mark.parametrize("text", ["a: &a [*a]\n", "a: &a {x: *a}\n", "a: &a [[1, [*a]]]\n"])
+def test_an_alias_that_holds_itself_is_refused(tmp_path: Path, text: str) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text + "name: x\n", encoding="utf-8")
+    refused(spec, "refers to a list or mapping that holds it")
 
 
 def test_a_few_aliases_are_still_fine(tmp_path: Path) -> None:
@@ -183,3 +190,17 @@ def test_yaml_helpers_still_read_what_the_readme_shows(tmp_path: Path) -> None:
     ]
     model = ScriptedModel.from_yaml(yaml.safe_dump(script))
     assert len(model.decisions) == 4
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("tenant", "a..b"), ("goal", "g..h"), ("goal", "z\n")]
+)
+def test_spec_ids_follow_the_one_id_rule(tmp_path: Path, field: str, value: str) -> None:
+    (tmp_path / "script.yaml").write_text("- {finish: done}\n", encoding="utf-8")
+    data: dict[str, object] = {"name": "x", "model": "scripted:script.yaml"}
+    if field == "tenant":
+        data["tenant"] = value
+    else:
+        data["goals"] = [{"id": value, "description": "d"}]
+    with pytest.raises(SpecError, match="tenant" if field == "tenant" else r"goals\[0\]\.id"):
+        parse_spec(data, tmp_path)

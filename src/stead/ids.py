@@ -42,6 +42,11 @@ def seeded_rng(seed: str) -> random.Random:
 _SHORT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
+def is_id(value: object) -> bool:
+    """Whether ``value`` is a short identifier (see :func:`check_id`)."""
+    return isinstance(value, str) and bool(_SHORT_ID.fullmatch(value)) and ".." not in value
+
+
 def check_id(value: str, what: str = "id") -> str:
     """``value`` if it is a short identifier, else a UsageError saying what one is.
 
@@ -49,7 +54,7 @@ def check_id(value: str, what: str = "id") -> str:
     through here: it names folders and rows, so it is 1 to 64 letters, digits,
     '.', '_' or '-', starting with a letter or digit, and never ``..``.
     """
-    if not isinstance(value, str) or not _SHORT_ID.fullmatch(value) or ".." in value:
+    if not is_id(value):
         shown = repr(value) if len(str(value)) <= 80 else f"{str(value)[:40]!r}... (too long)"
         raise UsageError(
             f"{what} {shown} is not allowed: use 1 to 64 letters, digits, '.', '_' or '-', "

@@ -9,13 +9,13 @@ the spec file.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import GovernanceError, ScriptError, SpecError
 from .governance.grants import check_valid_for, parse_grant
+from .ids import is_id
 from .integrity.checks import parse_check
 from .integrity.monitor_config import MonitorConfigError, build_monitors
 from .models.scripted import ScriptedModel
@@ -46,7 +46,6 @@ _FIELDS = (
     "monitors",
 )
 _SPEC_GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +124,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     if not name:
         raise _fail("name", "must not be empty")
     tenant = _str(data, "tenant", "default")
-    if not _ID.match(tenant):
+    if not is_id(tenant):
         raise _fail("tenant", f"{tenant!r} is not allowed; use letters, digits, '_', '-', '.'")
     instructions = _str(data, "instructions", "")
     model, script = _parse_model(_str(data, "model"), base)
@@ -313,7 +312,7 @@ def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:
                 f"{where}.{sorted(extra)[0]}", "is not a goal field; use id, description, accept"
             )
         gid = g.get("id")
-        if not isinstance(gid, str) or not _ID.match(gid):
+        if not is_id(gid):
             raise _fail(f"{where}.id", "must be a short identifier such as 'rename'")
         if gid in seen:
             raise _fail(f"{where}.id", f"{gid!r} is used twice; goal ids must be unique")

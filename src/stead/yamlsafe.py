@@ -165,9 +165,12 @@ def _check_expanded(root: Node) -> None:
     """Refuse a node graph whose aliases expand past :data:`MAX_EXPANDED`.
 
     Aliases are the same node object, so each node's expanded size is computed
-    once (children before parents), however often it is referred to.
+    once (children before parents), however often it is referred to. An anchor
+    names its node before the node's children are read, so a node can hold
+    itself (``a: &a [*a]``), which would expand for ever: refused.
     """
     sizes: dict[int, int] = {}
+    sizing: set[int] = set()  # nodes whose children are still being sized
     stack: list[tuple[Node, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
@@ -182,10 +185,17 @@ def _check_expanded(root: Node) -> None:
         elif isinstance(node, MappingNode):
             kids = [n for pair in node.value for n in pair]
         if not children_done:
+            if id(node) in sizing:
+                raise _Refused(
+                    "an alias refers to a list or mapping that holds it; "
+                    "write it out without the recursion"
+                )
+            sizing.add(id(node))
             stack.append((node, True))
             stack.extend((k, False) for k in kids if id(k) not in sizes)
             continue
-        total = 1 + sum(sizes.get(id(k), 0) for k in kids)
+        sizing.discard(id(node))
+        total = 1 + sum(sizes[id(k)] for k in kids)
         if total > MAX_EXPANDED:
             raise _Refused(
                 f"with its aliases expanded it is larger than {MAX_EXPANDED:,} nodes and "

@@ -338,6 +338,16 @@ def test_a_read_command_makes_no_store_and_no_folder(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_read_command_makes_no_store_of_an_empty_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "x.db"
+    empty.touch()
+    for argv in (["ls"], ["show", "ag_x"]):
+        refused(capsys, *argv, "--store", f"sqlite:///{empty}", needle="no store at")
+    assert empty.read_bytes() == b""
+
+
 # -- files and values ----------------------------------------------------------------------
 
 

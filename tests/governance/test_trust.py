@@ -109,6 +109,27 @@ def test_a_delegation_wider_than_the_delegators_grant_is_refused(tmp_path: Path)
     rt.close()
 
 
+def test_a_delegation_for_longer_than_ten_years_is_refused(tmp_path: Path) -> None:
+    twenty_years = 20 * 365 * 86400
+    rt, _clock, parent, child = setup_pair(
+        tmp_path,
+        [
+            {
+                "delegate": {
+                    "grant": "deploy",
+                    "args": {"target": {"glob": "qa-1"}},
+                    "valid_for": twenty_years,
+                }
+            }
+        ],
+    )
+    run(rt, parent)
+    (sent,) = [e for e in rt.store.read_events(parent) if e.kind == Kind.DELEGATED]
+    assert not sent.data["ok"] and "at most 10 years" in sent.data["error"]
+    assert not [g for g in rt.store.load_state(child).grants.values() if g.get("delegated_from")]
+    rt.close()
+
+
 def _envelope(rt: Runtime, sender: str, to: str, **body: Any) -> dict[str, Any]:
     ensure_identity(rt, sender)
     return make_envelope(rt, rt.store.load_state(sender), to, "message", body or {"text": "hi"})

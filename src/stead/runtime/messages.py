@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GovernanceError, NotFound, SteadError
-from ..governance.grants import inactive_reason, narrower, parse_grant
+from ..governance.grants import check_valid_for, inactive_reason, narrower, parse_grant
 from ..governance.identity import (
     IDENTITY_SECRET,
     MAX_AGE_SECONDS,
@@ -285,7 +285,8 @@ def messenger_for(rt: Runtime) -> Messenger:
                     }
                 narrow = {**action.get("narrow", {})}
                 if "valid_for" in narrow:
-                    narrow["valid_until"] = rt.clock.now() + float(narrow.pop("valid_for"))
+                    valid_for = check_valid_for(narrow.pop("valid_for"), "delegation.valid_for")
+                    narrow["valid_until"] = rt.clock.now() + valid_for
                 child = parse_grant({"tool": parent["tool"], **narrow}, "delegation")
                 body: dict[str, Any] = {"grant": parent["id"], "child": child}
                 kind = "delegation"

@@ -71,6 +71,10 @@ _INDEXED_SQL = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 _PAGE = 2_000
 
 
+def _no_store(path: Path) -> StoreUnusable:
+    return StoreUnusable(f"there is no store at {path}; check --store (or $STEAD_STORE)")
+
+
 class SqliteStore(sqlite_anchors.AnchorRows, Store):
     """A store in one SQLite file."""
 
@@ -85,9 +89,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
         self.path = Path(path)
         if str(path) != ":memory:":
             if not create and not self.path.is_file():
-                raise StoreUnusable(
-                    f"there is no store at {self.path}; check --store (or $STEAD_STORE)"
-                )
+                raise _no_store(self.path)
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -107,7 +109,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             # refuse a newer database before anything (even the WAL switch) writes to it
-            self._refuse_newer()
+            self._refuse_newer(create)
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = FULL")
             self._migrate()
@@ -136,7 +138,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
             else:
                 self._db.execute("COMMIT")
 
-    def _refuse_newer(self) -> None:
+    def _refuse_newer(self, create: bool) -> None:
         has_table = self._db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
         ).fetchone()
@@ -147,6 +149,8 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
         other = self._db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1"
         ).fetchone()
+        if other is None and not create:  # an empty file: a read command makes no store of it
+            raise _no_store(self.path)
         if other is not None:
             # another program's database: adding stead's tables to it would change it
             raise StoreUnusable(
