@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import re
+from typing import TypeGuard
 
 from .clock import Clock
 from .errors import UsageError
@@ -42,7 +43,7 @@ def seeded_rng(seed: str) -> random.Random:
 _SHORT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-def is_id(value: object) -> bool:
+def is_id(value: object) -> TypeGuard[str]:
     """Whether ``value`` is a short identifier (see :func:`check_id`)."""
     return isinstance(value, str) and bool(_SHORT_ID.fullmatch(value)) and ".." not in value
 
