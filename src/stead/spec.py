@@ -18,7 +18,7 @@ from .governance.grants import check_valid_for, parse_grant
 from .ids import is_id
 from .integrity.checks import parse_check
 from .integrity.monitor_config import MonitorConfigError, build_monitors
-from .models.scripted import ScriptedModel
+from .models.scripted import ScriptedModel, read_script
 from .yamlsafe import load_yaml, read_text
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
@@ -257,7 +257,7 @@ def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:
         )
     path = (base / ref).resolve()
     try:
-        data = load_yaml(read_text(path, "the script", ScriptError), f"script {path}", ScriptError)
+        data = read_script(path, "the script")
         ScriptedModel.from_data(data, str(path))
     except ScriptError as exc:
         raise _fail("model", str(exc)) from None

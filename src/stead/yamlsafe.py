@@ -115,7 +115,7 @@ def read_text(path: str | Path, what: str, error: type[SteadError]) -> str:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{what} {p} is not a regular file; name a YAML file")
+            raise error(f"{what} {p} is not a regular file; name a regular file")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
@@ -155,7 +155,7 @@ def load_yaml(text: str, what: str, error: type[SteadError]) -> Any:
         if loader is not None:
             loader.dispose()
     try:
-        check_plain(data)
+        _check_plain(data)
     except _Refused as exc:
         raise error(f"{what} is refused: {exc}") from None
     return data
@@ -204,7 +204,7 @@ def _check_expanded(root: Node) -> None:
         sizes[id(node)] = total
 
 
-def check_plain(data: Any, where: str = "") -> None:
+def _check_plain(data: Any, where: str = "") -> None:
     """Refuse anything that is not plain JSON data (see the module docstring)."""
     if data is None or isinstance(data, bool | int):
         return
@@ -221,14 +221,14 @@ def check_plain(data: Any, where: str = "") -> None:
         return
     if isinstance(data, list):
         for i, item in enumerate(data):
-            check_plain(item, f"{where}[{i}]")
+            _check_plain(item, f"{where}[{i}]")
         return
     if isinstance(data, dict):
         for key, value in data.items():
             if not isinstance(key, str):
                 raise _Refused(f"{here} has the key {key!r}; keys must be text")
-            check_plain(key, here)
-            check_plain(value, f"{where}.{key}" if where else key)
+            _check_plain(key, here)
+            _check_plain(value, f"{where}.{key}" if where else key)
         return
     raise _Refused(
         f"{here} is a {type(data).__name__}; use text, numbers, true/false, lists and mappings"

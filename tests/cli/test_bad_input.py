@@ -22,7 +22,7 @@ from stead.runtime.runtime import Runtime
 from stead.spec import load_spec
 from stead.store import sqlite as sqlite_store
 
-from .test_cli import run_json, write_agent
+from .test_cli import call, run_json, write_agent
 
 
 @pytest.fixture
@@ -30,14 +30,6 @@ def store(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'db' / 'stead.db'}"
     Runtime(url, tmp_path / "db").close()
     return url
-
-
-def call(*argv: str) -> int:
-    """``main``, with argparse's own exits turned into their code."""
-    try:
-        return main(list(argv))
-    except SystemExit as exc:
-        return int(exc.code or 0)
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, needle: str = "") -> str:

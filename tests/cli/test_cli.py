@@ -30,6 +30,14 @@ def store(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'db' / 'stead.db'}"
 
 
+def call(*argv: str) -> int:
+    """``main``, with argparse's own exits turned into their code."""
+    try:
+        return main(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     code = main([*argv, "--json"])
     text = capsys.readouterr().out

@@ -21,6 +21,8 @@ from stead.models.scripted import ScriptedModel
 from stead.runtime.runtime import Runtime
 from stead.spec import load_spec
 
+from .test_cli import call
+
 FUZZ = settings(
     max_examples=60,
     deadline=None,
@@ -129,10 +131,7 @@ def test_command_lines_never_traceback_and_refusals_change_nothing(
     before = _digest(root)
     argv = [str(root / "spec.yaml") if a == "SPEC" else a for a in [*command, *args]]
     argv += ["--store", url]
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
+    code = call(*argv)
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err, argv
     if code in (0, 3):

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import UsageError
+from ..governance.grants import MAX_VALID_SECONDS
 from ..ids import check_id
 from ..runtime.runtime import Runtime
 from ..state import State
@@ -76,8 +77,10 @@ def seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value < 10 * 365 * 86400:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more")
+    if not 0 <= value < MAX_VALID_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds, 0 or more and under 10 years"
+        )
     return value
 
 
@@ -110,7 +113,7 @@ def tenant_of(args: argparse.Namespace) -> str | None:
         raise UsageError(
             f"{where} is empty; name a tenant, or leave {where} out to act as the operator"
         )
-    return check_id(tenant, f"{where}")
+    return check_id(tenant, where)
 
 
 def wants_json(args: argparse.Namespace) -> bool:

@@ -30,7 +30,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         isolation: Isolation | None = session_isolation(sandbox)  # is its loop sealed here?
     else:
         isolation, why = select_module.report()
-    warnings = [w for w in (key_file_warning(),) if w]
+    warning = key_file_warning()
     if wants_json(args):
         emit_json(
             {
@@ -40,7 +40,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 "limits": list(isolation.limits) if isolation else [],
                 "notes": list(isolation.notes) if isolation else [],
                 "problem": why or None,
-                "warnings": warnings,
+                "warnings": [warning] if warning else [],
             }
         )
     elif isolation is None:
@@ -61,6 +61,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.print(f"  note: {note}")
         if why:
             out.print(f"  why not sandboxed: {why}")
-    for warning in warnings if not wants_json(args) else ():
+    if warning and not wants_json(args):
         out.print(f"[yellow]warning[/]: {escape(warning)}")
     return EXIT_COMPLETED if isolation is not None and isolation.isolated else EXIT_FAILED

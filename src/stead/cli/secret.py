@@ -57,16 +57,15 @@ def cmd_set(args: argparse.Namespace) -> int:
     if sys.stdin.isatty():
         err.print(f"value for {args.name} (end with Ctrl-D): ", end="")
     try:
-        value = sys.stdin.read(MAX_SECRET_CHARS + 2)  # a bounded read: never the whole stream
+        # a bounded read: never the whole stream
+        value = sys.stdin.read(MAX_SECRET_CHARS + 2).removesuffix("\n")
     except UnicodeDecodeError:
         raise UsageError(f"the value of {args.name} is not UTF-8 text") from None
-    if len(value.removesuffix("\n")) > MAX_SECRET_CHARS:
+    if len(value) > MAX_SECRET_CHARS:
         raise UsageError(
             f"the value of {args.name} is longer than {MAX_SECRET_CHARS // 1024} Ki characters; "
             "a secret is a key or token, not a file: store a larger value elsewhere"
         )
-    if value.endswith("\n"):
-        value = value[:-1]
     rt = open_runtime(args)
     try:
         owner = rt.store.get_record(args.agent).tenant if args.agent else None

@@ -16,6 +16,12 @@ from ..yamlsafe import load_yaml, read_text
 from .base import Decision, RenderedContext, parse_decision
 
 
+def read_script(path: str | Path, what: str = "script") -> Any:
+    """The plain data of a script file, read bounded (:mod:`stead.yamlsafe`)."""
+    p = Path(path)
+    return load_yaml(read_text(p, what, ScriptError), f"{what} {p}", ScriptError)
+
+
 class ScriptedModel:
     """Replays a fixed list of decisions, indexed by the agent's decision count."""
 
@@ -39,8 +45,7 @@ class ScriptedModel:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
-        p = Path(path)
-        return cls.from_yaml(read_text(p, "script", ScriptError), str(p))
+        return cls.from_data(read_script(path), str(path))
 
     def decide(self, context: RenderedContext) -> Decision:
         if context.step < 0:

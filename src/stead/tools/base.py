@@ -253,12 +253,18 @@ def make_tool(
     )
 
 
-def as_tool(obj: Any) -> Tool:
-    """The :class:`Tool` declared on ``obj`` (or an effectful one if undeclared)."""
+def declared_tool(obj: Any) -> Tool | None:
+    """The :class:`Tool` ``obj`` is or was declared as with :func:`tool`; else None."""
     if isinstance(obj, Tool):
         return obj
     declared = getattr(obj, _ATTR, None)
-    if isinstance(declared, Tool):
+    return declared if isinstance(declared, Tool) else None
+
+
+def as_tool(obj: Any) -> Tool:
+    """The :class:`Tool` declared on ``obj`` (or an effectful one if undeclared)."""
+    declared = declared_tool(obj)
+    if declared is not None:
         return declared
     if callable(obj):
         return make_tool(obj)

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolError
-from .base import _ATTR as TOOL_ATTR
-from .base import Tool, as_tool
+from .base import Tool, as_tool, declared_tool
 from .builtin import BUILTINS
 
 
@@ -31,12 +30,13 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
     obj = import_object(ref, search_path, "tool")
     # A spec names only functions declared as tools: any other function (os:system,
     # say) has no effect class, no schema and no sandbox, and would run on the host.
-    if not isinstance(obj, Tool) and not isinstance(getattr(obj, TOOL_ATTR, None), Tool):
+    declared = declared_tool(obj)
+    if declared is None:
         raise ToolError(
             f"tool {ref!r} is not declared as a tool; a spec names built-in tools or "
             "functions decorated with @stead.tool(effect=...)"
         )
-    return as_tool(obj)
+    return declared
 
 
 def import_object(ref: str, search_path: Iterable[str | Path] = (), what: str = "object") -> Any:
@@ -56,7 +56,7 @@ def import_object(ref: str, search_path: Iterable[str | Path] = (), what: str = 
         ) from exc
     try:
         return getattr(module, attr)
-    except (AttributeError, TypeError):
+    except AttributeError:
         raise ToolError(f"{what} {ref!r}: module {module_name!r} has no {attr!r}") from None
 
 
