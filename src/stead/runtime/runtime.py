@@ -115,7 +115,7 @@ class Runtime(AuthorityActions):
         would be stored only to fail on its first run, and on every worker pass.
         """
         tools = load_tools(spec.tools, [spec.base_dir])
-        monitors_for(spec.to_record(), [name for name, t in tools.items() if t.secrets])
+        monitors_for(spec.to_record(), tools)
 
     def create(self, spec: AgentSpec, agent_id: str | None = None) -> State:
         """Create an agent from a validated spec; seed its workspace; journal it.
@@ -310,10 +310,10 @@ class Runtime(AuthorityActions):
         """
         record = self.store.get_record(agent_id)
         try:
-            secret_tools = [n for n, t in self.tools_for(record).items() if t.secrets]
+            tools = self.tools_for(record)
         except ToolError:
-            secret_tools = []  # a tool the embedding program provides; markers still show
-        monitors = monitors_for(record.spec, secret_tools)
+            tools = {}  # a tool the embedding program provides; markers still show
+        monitors = monitors_for(record.spec, tools)
         events = list(self.store.read_events(agent_id))
         monitors.start(events[0].at)
         found = replay(events, monitors)

@@ -21,6 +21,7 @@ from ..integrity import drift
 from ..integrity.monitor_config import MonitorConfigError, build_monitors
 from ..integrity.monitors import Call, MonitorSet, Violation
 from ..journal import Event, Kind
+from ..tools.base import Tool
 from ..tools.registry import import_object
 
 if TYPE_CHECKING:
@@ -30,13 +31,16 @@ PRIME_EVENTS = 64
 """How many of the latest events a new activation's monitors are primed with."""
 
 
-def monitors_for(spec: Mapping[str, Any], secret_tools: list[str]) -> MonitorSet:
-    """The spec's monitors; a broken section is a SpecError naming the field."""
+def monitors_for(spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> MonitorSet:
+    """The spec's monitors; a broken section is a SpecError naming the field.
+
+    The tools that hold secrets are where the data-flow rule looks for leaks.
+    """
     base = str(spec.get("base_dir", "."))
     try:
         return build_monitors(
             spec.get("monitors"),
-            secret_tools=secret_tools,
+            secret_tools=[name for name, t in tools.items() if t.secrets],
             load=lambda ref: import_object(ref, [base], "monitor"),
         )
     except MonitorConfigError as exc:
@@ -48,8 +52,7 @@ class Watch:
 
     def __init__(self, act: Activation) -> None:
         self.act = act
-        secret_tools = [name for name, t in act.tools.items() if t.secrets]
-        self.monitors = monitors_for(act.record.spec, secret_tools)
+        self.monitors = monitors_for(act.record.spec, act.tools)
         self._recording = False
         self.session = drift.empty()  # this activation's behaviour, for drift
         self.session["sessions"] = 1
