@@ -134,6 +134,26 @@ def test_no_shape_of_a_secret_survives_redaction(
     assert shape.lower() not in (left + right).lower() or shape.lower() in (before + after).lower()
 
 
+@pytest.mark.parametrize(
+    "secrets", [{"TOKEN": "TOKEN"}, {"PIN1234": "1234"}, {"KEY": "secret:KEY]"}]
+)
+def test_redacting_redacted_text_changes_nothing(secrets: dict[str, str]) -> None:
+    """A result is redacted where it is made and again where it is journaled."""
+    r = Redactor(secrets)
+    (value,) = secrets.values()
+    once = r.text(f"a {value} b")
+    assert value not in once.replace(f"[secret:{next(iter(secrets))}]", "")
+    assert r.text(once) == once
+
+
+@settings(max_examples=60)
+@given(secret=st.text(min_size=1, max_size=30), around=st.text(max_size=30))
+def test_redaction_is_idempotent(secret: str, around: str) -> None:
+    r = Redactor({"TOKEN": secret})
+    once = r.text(around + secret + around)
+    assert r.text(once) == once
+
+
 def test_tool_output_in_other_shapes_is_journaled_nowhere(tmp_path: Path) -> None:
     script = [
         {"tool": "leak_shapes"},

@@ -116,10 +116,15 @@ def test_a_re_signed_archive_with_a_traversal_path_is_refused_and_writes_nothing
     # a tenant is a folder name too: one that climbs out is refused the same way
     bad = tmp_path / "tenant.stead"
     head = read_archive(archive).header["agent"]
-    forged(archive, bad, {}, {"agent": {**head, "tenant": "../../outside"}})
+    for tenant in ("../../outside", "Acme Corp", ".hidden", "t" * 500):
+        forged(archive, bad, {}, {"agent": {**head, "tenant": tenant}})
+        code, _, err = run_text(capsys, "import", str(bad), "--store", other)
+        assert code == 2 and "tenant" in err, err
+        assert list(outside.iterdir()) == []
+    # a header whose agent is not a mapping is damage, not a crash
+    forged(archive, bad, {}, {"agent": "x"})
     code, _, err = run_text(capsys, "import", str(bad), "--store", other)
-    assert code == 2 and "tenant" in err, err
-    assert list(outside.iterdir()) == []
+    assert code != 0 and "does not describe the agent" in err and "Traceback" not in err, err
     # nothing at all was stored in the importing store's data folder
     data = other_db.parent
     assert not [p for p in data.rglob("*") if p.is_file() and p.parent != data]

@@ -7,11 +7,8 @@ import argparse
 
 from rich.markup import escape
 
-from ..sandbox import select as select_module
-from ..sandbox.base import Isolation
 from ..sandbox.secrets import key_file_warning
-from ..sandbox.select import OPT_IN
-from ..sandbox.session import session_isolation
+from ..sandbox.select import OPT_IN, report
 from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, out, wants_json
 
 
@@ -25,11 +22,7 @@ def register(
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    sandbox, why = select_module.probe()
-    if sandbox is not None:
-        isolation: Isolation | None = session_isolation(sandbox)  # is its loop sealed here?
-    else:
-        isolation, why = select_module.report()
+    isolation, why = report()
     warning = key_file_warning()
     if wants_json(args):
         emit_json(

@@ -281,13 +281,10 @@ class Activation:
             raise SecretError(f"tool {t.name} needs secrets but this runtime has no vault")
         return self.vault().for_call(self.record.tenant, self.record.agent_id, t.secrets)
 
-    def agent_secrets(self) -> dict[str, str]:
-        """Every secret any of this agent's tools may be given, for redaction (one
-        tool's secret can reach another's output through a file). Opened once per
-        activation, dropped with it; one that cannot be opened is skipped."""
-        return self.redactor().secrets
-
     def redactor(self) -> Redactor:
+        """Hides every secret any of this agent's tools may be given (one tool's
+        secret can reach another's output through a file). Opened once per
+        activation, dropped with it; one that cannot be opened is skipped."""
         if self._redactor is None:  # every shape of them derived once, here
             names = {n for t in self.tools.values() for n in t.secrets}
             self._redactor = Redactor(openable(
@@ -296,12 +293,15 @@ class Activation:
         return self._redactor
 
     def as_recorded(
-        self, tool: str, result: dict[str, Any], hidden: Mapping[str, str]
+        self, tool: str, result: dict[str, Any], given: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
-        """A tool's result as the journal keeps it: every secret of ``hidden`` redacted,
-        and marked ``tainted`` if the data-flow rule must remember it past a restart."""
+        """A tool's result as the journal keeps it: every secret of the agent's and of
+        ``given`` (this call's) redacted, and marked ``tainted`` if the data-flow rule
+        must remember it past a restart. (:meth:`emit` redacts it again, harmlessly:
+        redaction is idempotent, and a secret the tool was given must go first.)"""
         r = self.redactor()
-        r = r if hidden.items() <= r.secrets.items() else Redactor({**r.secrets, **hidden})
+        if given and not given.items() <= r.secrets.items():
+            r = Redactor({**r.secrets, **given})
         if "output" in result:
             result = {**result, "output": r.value(result["output"])}
         if "error" in result:
@@ -536,7 +536,7 @@ class Activation:
             self.flush()
             shown, origin = {}, {}
         self.dirty = True
-        hidden = self.agent_secrets()  # opened before the tool runs: it cannot fail after
+        self.redactor()  # the vault opened before the tool runs: it cannot fail after
         secrets: dict[str, str] = {}
         unset = ""  # why the tool's secrets could not be given: the operator's to fix
         try:
@@ -549,7 +549,7 @@ class Activation:
             result: dict[str, Any] = {"ok": True, "output": jsonable(output)}
         except Exception as exc:  # a tool's failure is the model's to see, not a crash
             result = {"ok": False, "error": _describe(exc)}
-        result = self.as_recorded(name, result, {**hidden, **secrets})
+        result = self.as_recorded(name, result, secrets)
         secrets.clear()
         result, delta = settle_workspace(self, t, result)
         if rerun:

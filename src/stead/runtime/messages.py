@@ -151,7 +151,10 @@ def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
     """Verify an envelope and record it in the receiver's journal, accepted or refused.
 
     Returns (accepted, what happened). A refusal is journaled as
-    ``message_refused`` in the receiver's journal with the reason.
+    ``message_refused`` in the receiver's journal with the reason, except for an
+    envelope to an agent of another tenant: that raises
+    :class:`~stead.errors.NotFound` exactly as for a missing agent, and nothing is
+    written anywhere.
     """
     ok, detail, _ = _deliver(rt, envelope)
     return ok, detail

@@ -58,9 +58,7 @@ def recover(act: Activation, activation_id: str) -> tuple[str, ...]:
         act.emit(Kind.RECONCILED, call_id=call_id, tool=call["tool"], verdict=verdict)
         if verdict == "done":
             output = jsonable(result) if result is not None else {"reconciled": "done"}
-            recorded = act.as_recorded(
-                call["tool"], {"ok": True, "output": output}, act.agent_secrets()
-            )
+            recorded = act.as_recorded(call["tool"], {"ok": True, "output": output})
             act.emit(
                 Kind.TOOL_RESULT,
                 action=call["action"],

@@ -153,6 +153,10 @@ class Redactor:
                     key = "".join(map(_fold, shape[offset : offset + width]))
                     self._windows.setdefault(key, []).append((index, offset))
         self._widths = sorted({len(k) for k in self._windows}, reverse=True)
+        # what redaction writes: a run inside one of these is already hidden, so
+        # redacting again changes nothing (``TOKEN`` = "TOKEN" stays ``[secret:TOKEN]``)
+        names = "|".join(map(re.escape, sorted(self.secrets)))
+        self._held = re.compile(rf"\[secret:(?:{names})\]")
         self._find = (
             re.compile(_pattern(_trie(self._windows)), re.IGNORECASE) if self._windows else None
         )
@@ -172,39 +176,44 @@ class Redactor:
         if self._find is None:
             return found
         pos = 0
+        low = ""  # the text folded, once, at the first place a shape may start
+        held: list[tuple[int, int]] = []
         while (m := self._find.search(text, pos)) is not None:
             p = m.start()
+            if not low:
+                low = "".join(map(_fold, text))
+                held = [h.span() for h in self._held.finditer(text)]
             best: tuple[int, int, str] | None = None
             for width in self._widths:
                 if p + width > len(text):
                     continue
-                key = "".join(map(_fold, text[p : p + width]))
-                for index, offset in self._windows.get(key, ()):
-                    span = self._extend(text, p, width, index, offset)
+                for index, offset in self._windows.get(low[p : p + width], ()):
+                    span = self._extend(text, low, p, width, index, offset)
                     if span is not None and (best is None or span[1] - span[0] > best[1] - best[0]):
                         best = span
-            if best is not None:
+            if best is not None and not any(a <= best[0] and best[1] <= b for a, b in held):
                 found.append(best)
             pos = p + 1  # not the span's end: another shape may start inside it
         return found
 
     def _extend(
-        self, text: str, p: int, width: int, index: int, offset: int
+        self, text: str, low: str, p: int, width: int, index: int, offset: int
     ) -> tuple[int, int, str] | None:
-        """The longest run around a window hit that follows the shape, if long enough."""
+        """The longest run around a window hit that follows the shape, if long enough.
+
+        ``low`` is ``text`` folded (same length): an exact shape is compared with
+        the text as written, any other with the folded text.
+        """
         shape = self._shapes[index]
         ref = shape.text
-
-        def same(a: str, b: str) -> bool:
-            return a == b if shape.exact else _fold(a) == b
-
-        if not all(same(text[p + i], ref[offset + i]) for i in range(width)):
+        seen = text if shape.exact else low
+        if seen[p : p + width] != ref[offset : offset + width]:
             return None
         start, at = p, offset
-        while start > 0 and at > 0 and same(text[start - 1], ref[at - 1]):
+        while start > 0 and at > 0 and seen[start - 1] == ref[at - 1]:
             start, at = start - 1, at - 1
         end, at = p + width, offset + width
-        while end < len(text) and at < len(ref) and same(text[end], ref[at]):
+        while end < len(text) and at < len(ref) and seen[end] == ref[at]:
             end, at = end + 1, at + 1
         return (start, end, shape.name) if end - start >= shape.need else None
 

@@ -207,8 +207,3 @@ def redact(value: Any, secrets: Mapping[str, str]) -> Any:
     the shapes once, instead of calling this for every result.
     """
     return Redactor(secrets).value(value) if secrets else value
-
-
-def redact_text(text: str, secrets: Mapping[str, str]) -> str:
-    """``text`` redacted as :func:`redact` does."""
-    return Redactor(secrets).text(text) if secrets else text

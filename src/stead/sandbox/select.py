@@ -57,10 +57,16 @@ def select() -> Sandbox:
 
 
 def report() -> tuple[Isolation | None, str]:
-    """What isolation commands would get here, for ``stead doctor``."""
+    """What isolation commands would get here, for ``stead doctor``.
+
+    With a sandbox, one command is run in a session: only a real start shows
+    whether its loop can be sealed from its commands (else each runs one-shot).
+    """
     sandbox, why = probe()
     if sandbox is not None:
-        return sandbox.isolation(), ""
+        from .session import session_isolation  # the session module imports this one
+
+        return session_isolation(sandbox), ""
     if os.environ.get(OPT_IN) == "1":
         return Unsandboxed().isolation(), why
     return None, why

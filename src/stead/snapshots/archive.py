@@ -48,8 +48,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from ..canonical import dumps, loads
 from ..errors import ArchiveError, PathEscape
+from ..ids import is_id
 from ..journal import Event, Kind, verify_chain
-from ..sandbox.paths import check_manifest, check_relative
+from ..sandbox.paths import check_manifest
 from ..state import State, fold
 
 FORMAT = "stead-archive"
@@ -266,6 +267,8 @@ def _check_header(path: Path, header: Any) -> None:
     ]
     if missing:
         raise ArchiveError(f"{path}: its header lacks {', '.join(missing)}")
+    if not isinstance(header["agent"], dict):
+        raise ArchiveError(f"{path}: its header does not describe the agent")
 
 
 def _check_signature(path: Path, header: Mapping[str, Any]) -> None:
@@ -293,18 +296,11 @@ def _check_names(path: Path, header: Mapping[str, Any], state: State) -> None:
         check_manifest(state.manifest, f"{path}: its workspace manifest")
     except PathEscape as exc:
         raise PathEscape(f"{exc}{refused}") from None
-    agent = header.get("agent")
-    if not isinstance(agent, Mapping):
-        raise ArchiveError(f"{path}: its header does not describe the agent")
-    tenant = agent.get("tenant")
-    try:
-        check_relative(tenant)
-    except PathEscape:
-        tenant = None
-    if not isinstance(tenant, str) or "/" in tenant or "\\" in tenant:
+    tenant = header["agent"].get("tenant")
+    if not is_id(tenant):  # the rule every tenant name follows (it names folders)
         raise PathEscape(
-            f"{path}: the archive names tenant {agent.get('tenant')!r}, which is not a plain "
-            f"folder name{refused}"
+            f"{path}: the archive names tenant {tenant!r}, which is not a plain "
+            f"folder name (a short id){refused}"
         )
 
 

@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GovernanceError, UsageError
+from ..yamlsafe import read_text
 
 ENV = "STEAD_TRUSTED_ARCHIVE_KEYS"
 """The environment variable naming a file of trusted archive keys."""
 
 _KEY = re.compile(r"(?:ed25519:)?([0-9a-fA-F]{64})")
-MAX_FILE_BYTES = 1024 * 1024
-"""A trusted-keys file is a short list; a larger file is refused unread."""
 
 
 def parse_key(text: str, where: str) -> str:
@@ -48,19 +47,12 @@ def parse_key(text: str, where: str) -> str:
 
 def _read_file(path: Path) -> list[str]:
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
+        # bounded, UTF-8, and a regular file: a fifo named here must not hang an import
+        text = read_text(path, "the trusted archive keys file", UsageError)
+    except UsageError as exc:
         raise UsageError(
-            f"cannot read the trusted archive keys file {path}: {exc.strerror}; name a "
-            f"readable file (--trusted-keys or ${ENV}), or unset it"
+            f"{exc}; name a readable file (--trusted-keys or ${ENV}), or unset it"
         ) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise UsageError(f"the trusted archive keys file {path} is over 1 MiB; list keys only")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"the trusted archive keys file {path} is not UTF-8 text") from None
     keys = []
     for n, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
@@ -75,6 +67,7 @@ class TrustedKeys:
 
     keys: frozenset[str]
     sources: tuple[str, ...]
+    files: tuple[str, ...] = ()
 
     @classmethod
     def configured(
@@ -108,15 +101,14 @@ class TrustedKeys:
             sources.append(str(file))
         if not sources:
             return None
-        return cls(frozenset(found), tuple(sources))
+        return cls(frozenset(found), tuple(sources), (str(file),) if file is not None else ())
 
     def check(self, path: Path, key: str) -> None:
         """Refuse the archive at ``path``, signed by ``key``, unless the key is trusted."""
         if key in self.keys:
             return
         where = " and ".join(self.sources)
-        files = [s for s in self.sources if s != "--trust-key"]
-        add = f" or add it to {files[0]}" if files else ""
+        add = f" or add it to {self.files[0]}" if self.files else ""
         raise GovernanceError(
             f"{path} is signed by key {key}, which is not one of the {len(self.keys)} "
             f"trusted archive keys ({where}); nothing was imported. If you trust whoever "
