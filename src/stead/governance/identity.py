@@ -49,6 +49,12 @@ def new_key_pair() -> tuple[str, str]:
     return private.private_bytes_raw().hex(), public.hex()
 
 
+def public_of(private_hex: str) -> str:
+    """The public key (hex) of a private key (hex)."""
+    key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
+    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
 def signed_part(envelope: Mapping[str, Any]) -> bytes:
     return dumps({k: v for k, v in envelope.items() if k != "sig"}).encode()
 

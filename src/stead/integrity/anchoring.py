@@ -25,8 +25,10 @@ Before an activation runs anything (:meth:`Anchoring.check`, called from
    whole chain. So resuming costs the events of the last activation, not the
    agent's whole history.
 
-An agent with no anchor yet (just created, forked or imported, or written by
-an older stead) is checked in full once.
+An agent with no anchor yet (just created, forked or imported) is checked in
+full once. An agent with an identity key written before anchors existed
+(schema version 7) has no anchor and is refused; one without a key is checked
+in full once, like a new one.
 """
 
 from __future__ import annotations
@@ -34,14 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
 from ..errors import IntegrityError, SecretError
+from ..governance import identity
 from ..governance.identity import IDENTITY_SECRET
 from ..journal import GENESIS_HASH, verify_chain
 from ..sandbox.secrets import Vault
@@ -54,31 +50,23 @@ from ..store.base import Store
 class Signer:
     """An agent's identity key, opened from the vault for the length of one activation."""
 
-    private_hex: str = ""
-    public_hex: str = ""
+    private_hex: str
+    public_hex: str
 
     @classmethod
     def from_private(cls, private_hex: str) -> Signer:
-        key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex))
-        public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
-        return cls(private_hex, public)
+        return cls(private_hex, identity.public_of(private_hex))
 
     def sign(self, anchor: Anchor) -> Anchor:
-        key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(self.private_hex))
-        sig = key.sign(anchor.signed_bytes()).hex()
+        sig = identity.sign(self.private_hex, anchor.signed_fields())["sig"]
         return replace(anchor, public_key=self.public_hex, signature=sig)
 
 
 def signature_valid(anchor: Anchor, public_hex: str) -> bool:
     """True when ``anchor`` carries a signature that ``public_hex`` made over it."""
-    if not anchor.signature:
-        return False
-    try:
-        key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex))
-        key.verify(bytes.fromhex(anchor.signature), anchor.signed_bytes())
-    except (InvalidSignature, ValueError):
-        return False
-    return True
+    return bool(anchor.signature) and identity.signature_valid(
+        public_hex, {**anchor.signed_fields(), "sig": anchor.signature}
+    )
 
 
 def vault_key(vault: Vault, state: State) -> Signer | None:

@@ -11,7 +11,7 @@ every write (creation and each append), so it always describes the last commit:
   appended (0: not checked, as for a creation); the next activation checks only
   the events after it, which keeps resuming flat in the length of the history;
 * ``public_key`` and ``signature``: the agent's Ed25519 signature over all of the
-  above (:meth:`Anchor.signed_bytes`), when the writer could open the agent's
+  above (:meth:`Anchor.signed_fields`), when the writer could open the agent's
   identity key from the vault; empty otherwise (the chain is then not anchored).
 
 The store only keeps anchors; signing and checking them is
@@ -20,18 +20,31 @@ The store only keeps anchors; signing and checking them is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..canonical import dumps, sha256_hex
+from ..canonical import digest, dumps, sha256_hex
 from ..state import State
 
 ANCHOR_VERSION = 1
+_STORED = (
+    "agent_id", "version", "head_hash", "state_hash", "verified", "public_key", "signature"
+)  # fmt: skip
 
 
 def state_digest(state: State) -> str:
     """The hash of a state row's canonical JSON: what the anchor pins."""
-    return sha256_hex(dumps(state.to_json()))
+    return digest(state.to_json())
+
+
+def state_row(state: State, anchor: Anchor) -> str:
+    """The text a backend stores as the state row of the commit ``anchor`` describes.
+
+    The text the anchor's hash was taken over, when it carries it: so the row
+    holds exactly the bytes that were hashed, and a commit serialises its
+    state once, not twice.
+    """
+    return anchor.state_json or dumps(state.to_json())
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,48 +58,34 @@ class Anchor:
     verified: int = 0
     public_key: str = ""
     signature: str = ""
+    # the canonical JSON ``state_hash`` was taken over (see :func:`state_row`);
+    # carried to the store with the commit, never stored as part of the anchor
+    state_json: str = field(default="", repr=False, compare=False)
 
     @classmethod
     def of(cls, state: State, verified: int = 0) -> Anchor:
         """The unsigned anchor of a commit that leaves ``state``."""
-        return cls(state.agent_id, state.version, state.head_hash, state_digest(state), verified)
+        text = dumps(state.to_json())
+        return cls(
+            state.agent_id, state.version, state.head_hash, sha256_hex(text), verified,
+            state_json=text,
+        )  # fmt: skip
 
     @property
     def signed(self) -> bool:
         return bool(self.signature)
 
-    def signed_bytes(self) -> bytes:
-        """The bytes the signature covers (everything but the key and the signature)."""
-        return dumps(
-            {
-                "anchor": ANCHOR_VERSION,
-                "agent_id": self.agent_id,
-                "version": self.version,
-                "head_hash": self.head_hash,
-                "state_hash": self.state_hash,
-                "verified": self.verified,
-            }
-        ).encode()
-
-    def to_json(self) -> dict[str, Any]:
+    def signed_fields(self) -> dict[str, Any]:
+        """What the signature covers (everything but the key and the signature)."""
         return {
+            "anchor": ANCHOR_VERSION,
             "agent_id": self.agent_id,
             "version": self.version,
             "head_hash": self.head_hash,
             "state_hash": self.state_hash,
             "verified": self.verified,
-            "public_key": self.public_key,
-            "signature": self.signature,
         }
 
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Anchor:
-        return cls(
-            str(obj["agent_id"]),
-            int(obj["version"]),
-            str(obj["head_hash"]),
-            str(obj["state_hash"]),
-            int(obj.get("verified", 0)),
-            str(obj.get("public_key", "")),
-            str(obj.get("signature", "")),
-        )
+    def to_json(self) -> dict[str, Any]:
+        """The stored fields (not the state text carried with a commit)."""
+        return {k: getattr(self, k) for k in _STORED}

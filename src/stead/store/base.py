@@ -213,7 +213,8 @@ def check_batch(batch: Batch) -> None:
             "last event appended"
         )
     anchor = batch.anchor
-    if anchor is not None and (anchor.version, anchor.head_hash) != (
+    if anchor is not None and (anchor.agent_id, anchor.version, anchor.head_hash) != (
+        batch.state.agent_id,
         batch.state.version,
         batch.state.head_hash,
     ):

@@ -24,7 +24,7 @@ from ..errors import (
 )
 from ..journal import Event, Kind
 from ..state import State
-from .anchors import Anchor
+from .anchors import Anchor, state_row
 from .base import (
     IDLE_STATUSES,
     RUN_STATUSES,
@@ -152,7 +152,7 @@ class MemoryStore(Store):
                 )
             snapshots = self._snapshot_changes(events, state.tenant)
             self._events[agent_id].extend(self._stored(e) for e in events)
-            self._states[agent_id] = dumps(state.to_json())
+            self._states[agent_id] = state_row(state, anchor)
             self._updated[agent_id] = at
             self._index[agent_id] = (state.status, wake_at(state))
             self._snapshots.update(snapshots)

@@ -41,7 +41,7 @@ from ..errors import (
 from ..journal import Event, Kind
 from ..state import State
 from . import sqlite_anchors, sqlite_snapshots
-from .anchors import Anchor
+from .anchors import Anchor, state_row
 from .base import (
     AgentRecord,
     AgentSummary,
@@ -360,7 +360,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
         db.execute(
             "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ?, wake_at = ? "
             "WHERE agent_id = ?",
-            (state.version, state.status, dumps(state.to_json()), at, wake_at(state), agent_id),
+            (state.version, state.status, state_row(state, anchor), at, wake_at(state), agent_id),
         )
         sqlite_anchors.put(db, anchor)
         for ev in events:
