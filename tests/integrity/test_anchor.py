@@ -21,7 +21,8 @@ import pytest
 
 from stead import FakeClock, Runtime, parse_spec
 from stead.canonical import dumps
-from stead.errors import IntegrityError, SecretError
+from stead.errors import IntegrityError, SecretError, StaleEpoch
+from stead.governance.identity import IDENTITY_SECRET
 from stead.integrity.anchoring import Signer, check_before_run
 from stead.integrity.audit import audit
 from stead.journal import GENESIS_HASH, Event, event_hash
@@ -357,3 +358,25 @@ def test_a_deleted_anchor_of_an_agent_with_a_key_is_refused(tmp_path: Path) -> N
     sql(db, "DELETE FROM anchors WHERE agent_id = ?", agent)
     assert_refused(rt, agent, lambda: rt.send(agent, "hi"), "left no anchor")
     assert "no anchor" in audit(rt.store, agent).reason
+
+
+def test_a_key_whose_identity_was_never_committed_is_dropped_and_the_agent_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Minting seals the key in the vault first; if the journal write then fails, the
+    key must go too, or the agent's unsigned anchors would look stripped for ever."""
+    rt, agent, _db = make(tmp_path, keyed=False)
+    monkeypatch.setenv("STEAD_SECRET_KEY", KEY.decode())  # the vault this runtime opens
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise StaleEpoch("another worker took over")
+
+    with monkeypatch.context() as m:
+        m.setattr(rt.store, "append", refused)
+        with pytest.raises(StaleEpoch):
+            ensure_identity(rt, agent)
+    state = rt.store.load_state(agent)
+    assert state.public_key is None
+    assert rt.vault().get(state.tenant, agent, IDENTITY_SECRET) is None
+    rt.send(agent, "go on")  # still runs: nothing names a key it cannot show
+    assert audit(rt.store, agent, vault=rt.vault()).ok

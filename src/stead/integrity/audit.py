@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import IntegrityError, NotFound
+from ..errors import IntegrityError
 from ..journal import verify_chain
 from ..sandbox.secrets import Vault
 from ..sandbox.workspace import Workspace, diff
@@ -131,10 +131,7 @@ def _drift(
 ) -> AuditReport:
     if state.status == "hibernated" or not workspace.root.is_dir():
         return report  # no live workspace to compare (a snapshot holds it, or not here)
-    try:
-        lease = store.get_lease(state.agent_id)
-    except NotFound:
-        lease = None
+    lease = store.get_lease(state.agent_id)
     if lease is not None and now is not None and lease.live(now):
         return replace(report, anchor=f"{report.anchor}; workspace not compared: it is running")
     delta = diff(dict(state.manifest), workspace.scan())

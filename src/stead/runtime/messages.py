@@ -64,14 +64,33 @@ def mint_identity(rt: Runtime, state: State) -> tuple[str, NewEvent]:
 def ensure_identity(rt: Runtime, agent_id: str) -> str:
     """The agent's public key, minting its key pair if it has none (takes its lease)."""
 
+    minted: list[State] = []
+
     def build(s: State) -> list[NewEvent]:
         if s.public_key is not None:
             return []
+        minted.append(s)
         return [mint_identity(rt, s)[1]]
 
-    key = rt.append_as_person(agent_id, build).public_key
+    try:
+        key = rt.append_as_person(agent_id, build).public_key
+    except BaseException:
+        _forget_identity(rt, minted)
+        raise
     assert key is not None
     return key
+
+
+def _forget_identity(rt: Runtime, minted: list[State]) -> None:
+    """Drop a key pair whose ``identity_created`` was never committed.
+
+    A vault key the journal does not name would make the agent's unsigned
+    anchors look stripped of their signatures, and the agent unrunnable.
+    """
+    for s in minted[-1:]:
+        with contextlib.suppress(SteadError):
+            if rt.store.load_state(s.agent_id).public_key is None:  # never committed
+                rt.store.delete_secret(s.tenant, s.agent_id, IDENTITY_SECRET)
 
 
 def make_envelope(
@@ -274,9 +293,14 @@ def messenger_for(rt: Runtime) -> Messenger:
         reserve: dict[str, Any] = {}
         try:
             if act.state.public_key is None:
-                _, event = mint_identity(rt, act.state)
+                unkeyed = act.state
+                _, event = mint_identity(rt, unkeyed)
                 act.emit_event(event)
-                act.flush()
+                try:
+                    act.flush()
+                except BaseException:
+                    _forget_identity(rt, [unkeyed])
+                    raise
             sender = act.state
             if action["type"] == "delegate":
                 parent = _held(sender, action["grant"], rt.clock.now())
