@@ -437,11 +437,30 @@ def test_append_refuses_events_that_do_not_continue_the_chain(store: Store) -> N
 # -- anchors ---------------------------------------------------------------------------
 
 
+def test_a_creation_stores_the_anchor_its_signer_returns(store: Store) -> None:
+    from dataclasses import replace
+
+    from stead.store.anchors import Anchor
+
+    signed: list[Anchor] = []
+
+    def sign(anchor: Anchor) -> Anchor:
+        signed.append(replace(anchor, public_key="ab" * 32, signature="cd" * 64))
+        return signed[-1]
+
+    state = store.create_agent(record(), [created(), *batch(0)], at=T0, sign=sign)
+    assert store.get_anchor("ag_1") == signed[0]
+    assert (signed[0].version, signed[0].head_hash) == (state.version, state.head_hash)
+
+
 def test_each_append_replaces_the_agents_anchor_in_its_transaction(store: Store) -> None:
     from stead.store.anchors import Anchor, state_digest
 
     state = create(store)
-    assert store.get_anchor("ag_1") is None  # none until the first append
+    # creation stores the first anchor, checked up to its last event
+    assert store.get_anchor("ag_1") == Anchor(
+        "ag_1", state.version, state.head_hash, state_digest(state), state.version
+    )
     state = commit_batches(store, state, 1)
     anchor = store.get_anchor("ag_1")
     assert anchor == Anchor("ag_1", state.version, state.head_hash, state_digest(state))

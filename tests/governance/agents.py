@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import os
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 
 from stead import FakeClock, Runtime, parse_spec
+from stead.cli.main import main
 from stead.store.sqlite import SqliteStore
 from stead.tools.base import Tool, as_tool, tool
 
@@ -61,3 +65,12 @@ def run(rt: Runtime, agent_id: str, **kw: Any) -> Any:
 def requested(rt: Runtime, agent_id: str) -> list[dict[str, Any]]:
     state = rt.store.load_state(agent_id)
     return [a for a in state.approvals.values() if a["status"] == "requested"]
+
+
+def cli(args: list[str], tmp_path: Path) -> int:
+    """``stead ARGS`` on the store in ``tmp_path``, run by a person holding the vault key
+    (an agent made with a vault key signs every commit, so whoever writes to it needs it)."""
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
+    key = base64.b64encode(VAULT_KEY).decode()
+    with mock.patch.dict(os.environ, {"STEAD_SECRET_KEY": key}):
+        return main([*args, *store])

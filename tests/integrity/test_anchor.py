@@ -26,7 +26,7 @@ from stead.governance.identity import IDENTITY_SECRET
 from stead.integrity.anchoring import Signer, check_before_run
 from stead.integrity.audit import audit
 from stead.journal import GENESIS_HASH, Event, event_hash
-from stead.runtime.messages import ensure_identity
+from stead.runtime.keys import ensure_identity
 from stead.sandbox.secrets import Vault
 from stead.state import fold
 from stead.store.anchors import Anchor, state_digest
@@ -380,3 +380,46 @@ def test_a_key_whose_identity_was_never_committed_is_dropped_and_the_agent_still
     assert rt.vault().get(state.tenant, agent, IDENTITY_SECRET) is None
     rt.send(agent, "go on")  # still runs: nothing names a key it cannot show
     assert audit(rt.store, agent, vault=rt.vault()).ok
+
+
+CREATION = {"agent_created", "grant_added", "identity_created"}
+
+
+def test_a_keyed_journal_cut_back_to_its_creation_without_its_anchor_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Cut the journal back to what creation wrote, delete the anchor: it looks new.
+
+    Every agent created with a vault key has its identity from its first event
+    batch and a signed anchor from its creation, so no keyed agent is ever
+    legitimately without an anchor.
+    """
+    rt, agent, db = make(tmp_path, keyed=True)
+    rehash(db, agent, lambda evs: [e for e in evs if e.kind in CREATION])
+    sql(db, "DELETE FROM anchors WHERE agent_id = ?", agent)
+    assert {r[1] for r in rows(db, agent)} == CREATION
+    assert_refused(rt, agent, lambda: rt.send(agent, "hi"), "left no anchor")
+    assert "no anchor" in audit(rt.store, agent, vault=rt.vault()).reason
+
+
+def test_an_agent_created_with_a_vault_key_is_keyed_and_anchored_from_its_creation(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "s.yaml").write_text(SCRIPT)
+    rt = Runtime(
+        SqliteStore(tmp_path / "s.db"),
+        tmp_path / "data",
+        clock=FakeClock(),
+        secret_key=base64.b64decode(KEY),
+    )
+    spec = {"name": "a", "model": "scripted:s.yaml", "tools": ["write_file"]}
+    state = rt.create(parse_spec(spec, tmp_path))
+    assert state.public_key is not None
+    anchor = rt.store.get_anchor(state.agent_id)
+    assert anchor is not None and anchor.signed and anchor.version == state.version
+    assert anchor.public_key == state.public_key
+    report = audit(rt.store, state.agent_id, vault=rt.vault())
+    assert report.ok and "signed by its key from the vault" in report.anchor
+    rt.run(state.agent_id)
+    assert rt.store.load_state(state.agent_id).status == "waiting"
+    rt.close()

@@ -14,14 +14,13 @@ import pytest
 
 from stead import FakeClock, Kind, Runtime
 from stead.canonical import sha256_hex
-from stead.cli.main import main
 from stead.journal import NewEvent
 from stead.runtime.certificates import journaled_certificate, verify_certificate
 from stead.runtime.runtime import person
 from stead.tools.base import as_tool
 from stead.tools.builtin import BUILTINS
 
-from ..governance.agents import make_agent, runtime_at
+from ..governance.agents import cli, make_agent, runtime_at
 from .test_completion import contexts_seen, write
 
 TOOLS = {name: as_tool(BUILTINS[name]) for name in ("write_file", "read_file")}
@@ -300,8 +299,7 @@ SIGNOFF_SCRIPT: list[Any] = [
 
 
 def sign_off_with_cli(tmp_path: Path, agent: str, goal: str) -> int:
-    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
-    return main(["signoff", agent, goal, *store])
+    return cli(["signoff", agent, goal], tmp_path)
 
 
 @pytest.mark.parametrize("how", ["stead signoff", "runtime"])

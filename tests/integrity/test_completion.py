@@ -159,7 +159,8 @@ def test_a_pending_call_blocks_finish(tmp_path: Path) -> None:
     rt = runtime_at(tmp_path, FakeClock())
     agent = make_agent(rt, tmp_path, [{"finish": "x"}], tools=["write_file"])
     record = rt.store.get_record(agent)
-    act = Activation(rt.store, record, rt.workspace(agent, "default"), None, {}, rt.clock)  # type: ignore[arg-type]
+    ws = rt.workspace(agent, "default")
+    act = Activation(rt.store, record, ws, None, {}, rt.clock, vault=rt.vault)  # type: ignore[arg-type]
     act.acquire()
     try:
         act.state.pending = {"call_1": {"tool": "deploy", "action": 0}}

@@ -124,10 +124,9 @@ def test_an_error_streak_suspends_until_a_person_clears_it(tmp_path: Path) -> No
     assert len(CALLS) == 3
     (vid,) = state.violations
     assert rt.run(agent, tools=TOOLS).state.status == "needs_attention"  # still suspended
-    from stead.cli.main import main
+    from ..governance.agents import cli
 
-    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
-    assert main(["clear", agent, vid, "--reason", "flaky upstream, fixed", *store]) == 0
+    assert cli(["clear", agent, vid, "--reason", "flaky upstream, fixed"], tmp_path) == 0
     state = rt.run(agent, tools=TOOLS).state
     assert len(CALLS) == 4 and state.status == "completed"
     assert_check_agrees(rt, agent)

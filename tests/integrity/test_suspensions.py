@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from stead import FakeClock, Kind, Runtime
-from stead.cli.main import main
 from stead.runtime.watch import PRIME_EVENTS
 from stead.tools.base import as_tool, tool
 
-from ..governance.agents import make_agent, runtime_at
+from ..governance.agents import cli, make_agent, runtime_at
 from .test_monitors import CALLS, TOOLS, _clear, assert_check_agrees, run_agent, violations
 
 __all__ = ["_clear"]  # the autouse fixture that empties CALLS
@@ -26,8 +25,7 @@ __all__ = ["_clear"]  # the autouse fixture that empties CALLS
 
 def clear(rt: Runtime, tmp_path: Path, agent: str) -> None:
     (vid,) = rt.store.load_state(agent).violations
-    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
-    assert main(["clear", agent, vid, "--reason", "a person looked", *store]) == 0
+    assert cli(["clear", agent, vid, "--reason", "a person looked"], tmp_path) == 0
 
 
 def test_a_steps_budget_stops_the_decision_that_crosses_it_before_its_call(

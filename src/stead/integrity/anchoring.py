@@ -25,10 +25,11 @@ Before an activation runs anything (:meth:`Anchoring.check`, called from
    whole chain. So resuming costs the events of the last activation, not the
    agent's whole history.
 
-An agent with no anchor yet (just created, forked or imported) is checked in
-full once. An agent with an identity key written before anchors existed
-(schema version 7) has no anchor and is refused; one without a key is checked
-in full once, like a new one.
+Creating, forking or importing an agent stores its first anchor, signed when
+the vault opens (the agent then gets its identity key in that same
+transaction, :mod:`stead.runtime.keys`). So a keyed agent without an anchor has
+had it deleted, and is refused; an unkeyed one without an anchor (made before
+anchors were stored at creation) is checked in full once.
 """
 
 from __future__ import annotations
@@ -166,20 +167,6 @@ def _check_tail(store: Store, state: State, verified: int) -> None:
         )
 
 
-CREATION_KINDS = frozenset(
-    {"agent_created", "agent_forked", "agent_imported", "grant_added", "identity_created"}
-)
-"""What a creation, fork or import writes: the only journal that may lack an anchor
-once the agent has a key (an anchor deleted from a run agent's row is refused)."""
-
-
-def unanchored_is_new(store: Store, state: State) -> bool:
-    """True when the agent's journal is only what its creation wrote (so no anchor yet)."""
-    return state.version <= 64 and all(
-        e.kind in CREATION_KINDS for e in store.read_events(state.agent_id, 1, state.version)
-    )
-
-
 def check_before_run(store: Store, state: State, signer: Signer | None) -> int:
     """Refuse an agent whose journal or state row does not match its last commit.
 
@@ -187,8 +174,8 @@ def check_before_run(store: Store, state: State, signer: Signer | None) -> int:
     """
     agent = state.agent_id
     anchor = store.get_anchor(agent)
-    if anchor is None:  # created, forked or imported, and never run since: a short journal
-        if signer is not None and not unanchored_is_new(store, state):
+    if anchor is None:  # made before creation stored an anchor, and never run since
+        if signer is not None:  # a keyed agent's creation stored a signed anchor
             raise _refuse(agent, "it has an identity key but its last commit left no anchor")
         _full_check(store, state)
         return state.version

@@ -30,7 +30,7 @@ from ..sandbox.secrets import Vault
 from ..sandbox.workspace import Workspace, diff
 from ..state import State, fold
 from ..store.base import Store
-from .anchoring import signature_valid, unanchored_is_new, vault_key
+from .anchoring import signature_valid, vault_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +79,10 @@ def _anchor(store: Store, state: State, vault: Vault | None, report: AuditReport
     agent = state.agent_id
     anchor = store.get_anchor(agent)
     if anchor is None:
-        keyed = state.public_key is not None
-        if keyed and not unanchored_is_new(store, state):
+        if state.public_key is not None:  # a keyed agent is anchored from its creation on
             reason = "the agent has an identity key but no anchor: it was deleted outside stead"
             return replace(report, ok=False, head_hash=None, reason=reason)
-        note = "not anchored yet: no commit since it was created, forked or imported"
+        note = "not anchored: made by a stead that did not anchor new agents, and not run since"
         return replace(report, anchor=note)
     if (anchor.version, anchor.head_hash) != (state.version, state.head_hash):
         return replace(

@@ -22,7 +22,7 @@ from ..errors import NotFound, SecretError
 from ..governance.identity import IDENTITY_SECRET, sign, signature_valid
 from ..journal import Kind, verify_chain
 from ..store.base import Store
-from .messages import mint_identity
+from .keys import mint_identity
 
 if TYPE_CHECKING:
     from .activation import Activation

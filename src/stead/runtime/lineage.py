@@ -37,8 +37,7 @@ from ..snapshots.archive import Archive, partial_path, read_archive, write_archi
 from ..snapshots.trust import TrustedKeys
 from ..state import State
 from ..store.base import AgentRecord
-from ..store.scoped import TenantStore
-from .messages import mint_identity
+from .keys import create_keyed
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -200,26 +199,16 @@ def _give_birth(
 ) -> State:
     """Create the agent and its own workspace copy, atomically enough to leave no half."""
     tenant = tenant or record.tenant
-    now = rt.clock.now()
-    events = [born]
-    if with_identity:
-        # a new key pair, never the origin's: minted before the agent exists, so the
-        # agent is created with its identity in one transaction
-        if isinstance(rt.store, TenantStore):
-            rt.store.claim_new(new_agent)
-        events.append(mint_identity(rt, State(agent_id=new_agent, tenant=tenant))[1])
-    events += extra
-    new_record = AgentRecord(new_agent, tenant, name or record.name, record.spec, now)
+    new_record = AgentRecord(new_agent, tenant, name or record.name, record.spec, rt.clock.now())
     ws = rt.workspace(new_agent, tenant)
     staging = Workspace(ws.root.with_name(f".new-{new_agent}"), rt.blobs(tenant))
     shutil.rmtree(staging.root, ignore_errors=True)
     try:
         staging.restore(manifest)
-        state = rt.store.create_agent(new_record, events, now)
+        # a new key pair, never the origin's, in the agent's first transaction
+        state = create_keyed(rt, new_record, [born, *extra], required=with_identity)
     except BaseException:
         shutil.rmtree(staging.root, ignore_errors=True)
-        if with_identity:
-            rt.store.delete_secret(tenant, new_agent, IDENTITY_SECRET)
         raise
     shutil.rmtree(ws.root, ignore_errors=True)
     os.replace(staging.root, ws.root)
@@ -231,7 +220,7 @@ def _give_birth(
 
 def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dict[str, Any]:
     """Write the agent's archive to ``path``; with ``move``, retire the source."""
-    from .messages import ensure_identity
+    from .keys import ensure_identity
 
     before = rt.store.load_state(agent_id)
     if before.status == "moved":

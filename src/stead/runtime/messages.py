@@ -36,7 +36,6 @@ from ..governance.identity import (
     MAX_AGE_SECONDS,
     MAX_SKEW_SECONDS,
     check_shape,
-    new_key_pair,
     sign,
     signature_valid,
 )
@@ -45,52 +44,11 @@ from ..journal import Kind, NewEvent
 from ..state import State
 from ..store.scoped import TenantStore
 from .governed import Messenger
+from .keys import forget_identity, mint_identity
 
 if TYPE_CHECKING:
     from .activation import Activation
     from .runtime import Runtime
-
-
-def mint_identity(rt: Runtime, state: State) -> tuple[str, NewEvent]:
-    """A new key pair for the agent: the private half sealed in the vault, and the
-    event that journals the public half (for whoever holds the agent's lease to append)."""
-    private, public = new_key_pair()
-    rt.vault().set_reserved(
-        state.tenant, IDENTITY_SECRET, private, agent_id=state.agent_id, at=rt.clock.now()
-    )
-    return public, NewEvent(Kind.IDENTITY_CREATED, {"public_key": public, "algorithm": "ed25519"})
-
-
-def ensure_identity(rt: Runtime, agent_id: str) -> str:
-    """The agent's public key, minting its key pair if it has none (takes its lease)."""
-
-    minted: list[State] = []
-
-    def build(s: State) -> list[NewEvent]:
-        if s.public_key is not None:
-            return []
-        minted.append(s)
-        return [mint_identity(rt, s)[1]]
-
-    try:
-        key = rt.append_as_person(agent_id, build).public_key
-    except BaseException:
-        _forget_identity(rt, minted)
-        raise
-    assert key is not None
-    return key
-
-
-def _forget_identity(rt: Runtime, minted: list[State]) -> None:
-    """Drop a key pair whose ``identity_created`` was never committed.
-
-    A vault key the journal does not name would make the agent's unsigned
-    anchors look stripped of their signatures, and the agent unrunnable.
-    """
-    for s in minted[-1:]:
-        with contextlib.suppress(SteadError):
-            if rt.store.load_state(s.agent_id).public_key is None:  # never committed
-                rt.store.delete_secret(s.tenant, s.agent_id, IDENTITY_SECRET)
 
 
 def make_envelope(
@@ -299,7 +257,7 @@ def messenger_for(rt: Runtime) -> Messenger:
                 try:
                     act.flush()
                 except BaseException:
-                    _forget_identity(rt, [unkeyed])
+                    forget_identity(rt, unkeyed)
                     raise
             sender = act.state
             if action["type"] == "delegate":

@@ -51,6 +51,7 @@ from .authority import AuthorityActions, new_grant
 from .certificates import certifier_for
 from .groupcommit import GroupCommitter
 from .hibernation import settle_wake
+from .keys import create_keyed
 from .messages import messenger_for
 from .recovery import recover
 from .rollback import RollbackReport, rollback
@@ -165,7 +166,7 @@ class Runtime(AuthorityActions):
             for g in _initial_scope(spec)
         ]
         try:
-            state = self.store.create_agent(record, [created, *grants], self.clock.now())
+            state = create_keyed(self, record, [created, *grants])
         except BaseException:
             shutil.rmtree(staging.root, ignore_errors=True)
             raise

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import abc
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,22 +238,31 @@ class Store(abc.ABC):
 
     # -- agents ---------------------------------------------------------------
 
-    def create_agent(self, record: AgentRecord, events: Sequence[NewEvent], at: float) -> State:
+    def create_agent(
+        self,
+        record: AgentRecord,
+        events: Sequence[NewEvent],
+        at: float,
+        sign: Callable[[Anchor], Anchor] | None = None,
+    ) -> State:
         """Create an agent and append its first events (outside any lease).
 
-        No anchor is stored: the first activation checks the (short) creation
-        journal in full before it runs, and anchors it with its first commit.
+        Its anchor is stored with them, checked up to its last event (the
+        caller made them all), and signed by ``sign`` when the agent was created
+        with an identity key: so every keyed agent has a signed anchor from its
+        first transaction on, and one without is refused.
         """
         sealed = seal(record.agent_id, 1, State().head_hash, at, 0, events)
         state = fold(sealed)
-        self._create(record, sealed, state, at)
+        anchor = Anchor.of(state, state.version)
+        self._create(record, sealed, state, anchor if sign is None else sign(anchor), at)
         return state
 
     @abc.abstractmethod
     def _create(
-        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+        self, record: AgentRecord, events: Sequence[Event], state: State, anchor: Anchor, at: float
     ) -> None:
-        """Insert the record, its first events and state; fail if the id exists."""
+        """Insert the record, its first events, state and anchor; fail if the id exists."""
 
     @abc.abstractmethod
     def get_record(self, agent_id: str) -> AgentRecord:

@@ -65,7 +65,7 @@ class MemoryStore(Store):
         self._index: dict[str, tuple[str, float | None]] = {}
 
     def _create(
-        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+        self, record: AgentRecord, events: Sequence[Event], state: State, anchor: Anchor, at: float
     ) -> None:
         with self._lock:
             if record.agent_id in self._records:
@@ -77,7 +77,8 @@ class MemoryStore(Store):
                 record.agent_id, record.tenant, record.name, _copy(record.spec), record.created_at
             )
             self._events[record.agent_id] = [self._stored(e) for e in events]
-            self._states[record.agent_id] = dumps(state.to_json())
+            self._states[record.agent_id] = state_row(state, anchor)
+            self._anchors[record.agent_id] = anchor
             self._updated[record.agent_id] = at
             self._index[record.agent_id] = (state.status, wake_at(state))
 

@@ -56,14 +56,14 @@ class TenantStore(Store):
         self._mine.add(agent_id)
 
     def _create(
-        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+        self, record: AgentRecord, events: Sequence[Event], state: State, anchor: Anchor, at: float
     ) -> None:
         if record.tenant != self.tenant:
             raise UsageError(
                 f"this store view belongs to tenant {self.tenant} and cannot "
                 f"create an agent of tenant {record.tenant}"
             )
-        self.inner._create(record, events, state, at)
+        self.inner._create(record, events, state, anchor, at)
         self._claimed.discard(record.agent_id)
         self._mine.add(record.agent_id)
 

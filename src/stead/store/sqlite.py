@@ -202,13 +202,11 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
     # -- agents ---------------------------------------------------------------
 
     def _create(
-        self, record: AgentRecord, events: Sequence[Event], state: State, at: float
+        self, record: AgentRecord, events: Sequence[Event], state: State, anchor: Anchor, at: float
     ) -> None:
         with self._tx() as db:
-            exists = db.execute(
-                "SELECT 1 FROM agents WHERE agent_id = ?", (record.agent_id,)
-            ).fetchone()
-            if exists:
+            taken = db.execute("SELECT 1 FROM agents WHERE agent_id = ?", (record.agent_id,))
+            if taken.fetchone():
                 raise StoreError(
                     f"an agent with id {record.agent_id} already exists; "
                     "choose another id or omit --id"
@@ -224,12 +222,13 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
                     record.created_at,
                     state.version,
                     state.status,
-                    dumps(state.to_json()),
+                    state_row(state, anchor),
                     at,
                     wake_at(state),
                 ),
             )
             self._insert_events(db, events)
+            sqlite_anchors.put(db, anchor)
 
     @staticmethod
     def _insert_events(db: sqlite3.Connection, events: Sequence[Event]) -> None:
