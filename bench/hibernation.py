@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from stead import Event, Kind, Runtime, ScriptedModel, parse_spec
-from stead.runtime.hibernation import hibernate
+from stead.snapshots.hibernation import hibernate
 from stead.store.sqlite import SqliteStore
 
 from .hibernation_many import AGENTS, MEMORY_AT, TOOLS, Say, _stderr, file_size, measure_many

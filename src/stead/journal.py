@@ -56,7 +56,7 @@ class Kind(enum.StrEnum):
     MESSAGE_REFUSED = "message_refused"
     DELEGATED = "delegated"
     MESSAGE_SENT = "message_sent"
-    # integrity: claims are checked, not believed (see stead.runtime.completion)
+    # integrity: claims are checked, not believed (see stead.integrity.completion)
     GOAL_REJECTED = "goal_rejected"
     GOAL_SIGNED_OFF = "goal_signed_off"
     FINISH_REJECTED = "finish_rejected"
@@ -67,7 +67,7 @@ class Kind(enum.StrEnum):
     SESSION_PROFILED = "session_profiled"
     VIOLATION = "violation"
     VIOLATION_CLEARED = "violation_cleared"
-    # hibernation: idle agents cost only storage (see stead.runtime.hibernation)
+    # hibernation: idle agents cost only storage (see stead.snapshots.hibernation)
     TIMER_SET = "timer_set"
     TIMER_FIRED = "timer_fired"
     HIBERNATED = "hibernated"

@@ -137,7 +137,7 @@ def test_a_delegation_delivered_again_long_after_is_still_a_replay(tmp_path: Pat
     """Message ids are remembered only while a message can be fresh, but a
     delegation's is found in the receiver's ledger for good: a sender's very late
     retry never records the grant twice."""
-    from stead.runtime.keys import ensure_identity
+    from stead.integrity.keys import ensure_identity
     from stead.runtime.messages import _deliver, make_envelope
 
     clock = FakeClock()

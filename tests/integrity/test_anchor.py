@@ -25,8 +25,8 @@ from stead.errors import IntegrityError, SecretError, StaleEpoch
 from stead.governance.identity import IDENTITY_SECRET
 from stead.integrity.anchoring import Signer, check_before_run
 from stead.integrity.audit import audit
+from stead.integrity.keys import ensure_identity
 from stead.journal import GENESIS_HASH, Event, event_hash
-from stead.runtime.keys import ensure_identity
 from stead.sandbox.secrets import Vault
 from stead.state import fold
 from stead.store.anchors import Anchor, state_digest

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from stead import FakeClock, Kind, Runtime
+from stead.integrity.certificates import journaled_certificate, verify_certificate
+from stead.integrity.completion import Verifier
 from stead.runtime.activation import Activation
-from stead.runtime.certificates import journaled_certificate, verify_certificate
-from stead.runtime.completion import Verifier
 from stead.sandbox.bwrap import BwrapSandbox
 from stead.tools.base import as_tool, tool
 from stead.tools.builtin import BUILTINS

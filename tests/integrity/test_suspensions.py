@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stead import FakeClock, Kind, Runtime
-from stead.runtime.watch import PRIME_EVENTS
+from stead.integrity.watch import PRIME_EVENTS
 from stead.tools.base import as_tool, tool
 
 from ..governance.agents import cli, make_agent, runtime_at

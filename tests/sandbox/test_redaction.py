@@ -23,8 +23,8 @@ from tests.sandbox.test_secrets import KEY, MOD, SECRET, acme_spec
 
 from stead import Runtime, parse_spec
 from stead.cli.main import main
+from stead.integrity.certificates import journaled_certificate, verify_certificate
 from stead.models.scripted import ScriptedModel
-from stead.runtime.certificates import journaled_certificate, verify_certificate
 from stead.runtime.context import render
 from stead.sandbox.redaction import SHORT, Redactor, fragment_length, shapes
 from stead.sandbox.secrets import redact

@@ -2,7 +2,7 @@
 
 ``python restore_main.py DB DATA_DIR SNAPSHOT_ID READY GO`` opens a runtime on
 the SQLite store ``DB``, touches READY, waits for GO to exist, and calls
-:func:`stead.runtime.hibernation.restore`. If the restore succeeded it sends the
+:func:`stead.snapshots.hibernation.restore`. If the restore succeeded it sends the
 agent ``go`` and runs it to its end. It prints one JSON line, its outcome:
 ``{"pid", "restore": "ok" | "error", "error", "message", "status", "lease_waits"}``,
 and exits 0 (a refused restore is an outcome, not a failure of this program).
@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from stead import Runtime
 from stead.errors import LeaseHeld
-from stead.runtime.hibernation import restore
+from stead.snapshots.hibernation import restore
 from stead.store.sqlite import SqliteStore
 
 T = TypeVar("T")

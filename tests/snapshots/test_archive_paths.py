@@ -20,10 +20,10 @@ from stead.canonical import dumps
 from stead.errors import PathEscape
 from stead.governance.identity import new_key_pair
 from stead.journal import Event, Kind, event_hash
-from stead.runtime.hibernation import manifest_digest, unpack
 from stead.sandbox.paths import check_manifest, check_relative
 from stead.sandbox.workspace import Workspace
 from stead.snapshots.archive import read_archive, write_archive
+from stead.snapshots.hibernation import manifest_digest, unpack
 from stead.state import fold
 from stead.store.base import SnapshotRecord
 from stead.store.blobs import BlobStore

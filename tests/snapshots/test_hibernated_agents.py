@@ -19,8 +19,8 @@ from stead import FakeClock, Kind, Runtime
 from stead.cli.common import describe_stop
 from stead.errors import UsageError
 from stead.journal import NewEvent
-from stead.runtime.hibernation import hibernate, restore, wake
 from stead.runtime.worker import Worker
+from stead.snapshots.hibernation import hibernate, restore, wake
 from stead.store.sqlite import SqliteStore
 
 from ..governance.agents import TOOLS as GOVERNED_TOOLS

@@ -15,8 +15,8 @@ import pytest
 from stead import FakeClock, Kind, Runtime
 from stead.errors import ArchiveError, NotFound, SteadError, StoreError, UsageError
 from stead.governance.identity import IDENTITY_SECRET
+from stead.integrity.keys import ensure_identity
 from stead.runtime.activation import Activation
-from stead.runtime.keys import ensure_identity
 from stead.snapshots.archive import HEADER, partial_path, read_archive
 from stead.store.sqlite import SqliteStore
 from stead.tools.base import as_tool

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from stead import Kind, Runtime
-from stead.runtime.hibernation import hibernate
+from stead.snapshots.hibernation import hibernate
 from stead.store.sqlite import SqliteStore
 
 from ..runtime.conftest import make_agent

@@ -26,8 +26,8 @@ from stead.errors import ScriptError
 from stead.integrity.audit import audit
 from stead.models.base import parse_action
 from stead.models.scripted import ScriptedModel
-from stead.runtime.hibernation import hibernate
 from stead.runtime.worker import Worker
+from stead.snapshots.hibernation import hibernate
 from stead.state import State
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore

@@ -15,7 +15,7 @@ import pytest
 
 from stead import FakeClock, Kind
 from stead.errors import ArchiveError
-from stead.runtime.hibernation import hibernate, restore
+from stead.snapshots.hibernation import hibernate, restore
 
 from ..governance.agents import RUNS, make_agent, requested, run, runtime_at
 

@@ -8,7 +8,8 @@ import argparse
 from rich.markup import escape
 
 from ..sandbox.secrets import key_file_warning
-from ..sandbox.select import OPT_IN, report
+from ..sandbox.select import OPT_IN
+from ..sandbox.session import report
 from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, out, wants_json
 
 

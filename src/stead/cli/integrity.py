@@ -7,8 +7,8 @@ import json
 
 from ..canonical import loads
 from ..errors import UsageError
+from ..integrity.certificates import journaled_certificate, verify_certificate
 from ..journal import Kind, NewEvent
-from ..runtime.certificates import journaled_certificate, verify_certificate
 from ..state import State
 from .common import (
     EXIT_COMPLETED,

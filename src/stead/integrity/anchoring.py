@@ -27,7 +27,7 @@ Before an activation runs anything (:meth:`Anchoring.check`, called from
 
 Creating, forking or importing an agent stores its first anchor, signed when
 the vault opens (the agent then gets its identity key in that same
-transaction, :mod:`stead.runtime.keys`). So a keyed agent without an anchor has
+transaction, :mod:`stead.integrity.keys`). So a keyed agent without an anchor has
 had it deleted, and is refused; an unkeyed one without an anchor (made before
 anchors were stored at creation) is checked in full once.
 """
@@ -45,6 +45,7 @@ from ..sandbox.secrets import Vault
 from ..state import State
 from ..store.anchors import Anchor, state_digest
 from ..store.base import Store
+from .chaincheck import audit_journal
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +135,6 @@ def _refuse(agent: str, what: str, seq: int | None = None) -> IntegrityError:
 
 
 def _full_check(store: Store, state: State) -> None:
-    from .audit import audit_journal  # the audit reports on anchors with this module
-
     report = audit_journal(store, state.agent_id)
     if not report.ok:
         where = f"event {report.bad_event}: " if report.bad_event is not None else ""

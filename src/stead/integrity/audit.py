@@ -16,38 +16,21 @@ Five things must hold, and :func:`audit` reports the first that does not:
    worker that wrote after the agent moved on is caught), when it is given and
    no worker holds the agent now.
 
-1 to 3 are :func:`audit_journal`, which is also the full check an activation
-makes of an agent that has no anchor yet.
+1 to 3 are :func:`~stead.integrity.chaincheck.audit_journal`, which is also
+the full check an activation makes of an agent that has no anchor yet.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..errors import IntegrityError
-from ..journal import verify_chain
 from ..sandbox.secrets import Vault
 from ..sandbox.workspace import Workspace, diff
-from ..state import State, fold
+from ..state import State
 from ..store.base import Store
 from .anchoring import signature_valid, vault_key
-
-
-@dataclass(frozen=True, slots=True)
-class AuditReport:
-    """The verdict on one agent's stored history."""
-
-    agent_id: str
-    ok: bool
-    events: int
-    head_hash: str | None
-    bad_event: int | None = None
-    reason: str = ""
-    anchored: bool = False
-    anchor: str = ""
-    """What the anchor check found: anchored by which key, or why not."""
-    drift: tuple[str, ...] = ()
-    """Workspace paths that differ from the last committed manifest."""
+from .chaincheck import AuditReport, audit_journal
 
 
 def audit(
@@ -152,38 +135,3 @@ def _drift(
         f"{state.version}): {'; '.join(parts)}. Something wrote to it outside a committed "
         "step (a worker that had lost its lease, or a person)",
     )
-
-
-def audit_journal(store: Store, agent_id: str) -> AuditReport:
-    """Check the agent's journal and stored state (1 to 3 above); never raises for bad data."""
-    state = store.load_state(agent_id)
-    try:
-        chain = verify_chain(store.read_events(agent_id))
-    except IntegrityError as exc:
-        return AuditReport(agent_id, False, 0, None, exc.seq, str(exc))
-    if not chain.ok:
-        return AuditReport(agent_id, False, chain.events, None, chain.bad_seq, chain.reason)
-    if chain.events != state.version or chain.head_hash != state.head_hash:
-        return AuditReport(
-            agent_id,
-            False,
-            chain.events,
-            None,
-            chain.events + 1,
-            f"the journal ends at event {chain.events} but the agent's stored state is at "
-            f"version {state.version}: events from {chain.events + 1} on are missing",
-        )
-    folded = fold(store.read_events(agent_id)).to_json()
-    stored = state.to_json()
-    if folded != stored:
-        fields = sorted(k for k in stored if folded.get(k) != stored.get(k))
-        return AuditReport(
-            agent_id,
-            False,
-            chain.events,
-            None,
-            None,
-            f"the stored state differs from the journal in {', '.join(fields)}: it was "
-            "changed outside stead",
-        )
-    return AuditReport(agent_id, True, chain.events, chain.head_hash)

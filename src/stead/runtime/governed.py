@@ -23,7 +23,7 @@ from ..state import State
 from ..tools.base import Tool
 
 if TYPE_CHECKING:
-    from .activation import Activation
+    from ..ports import AgentPort
 
 ESCALATION_REASONS = {
     "grant": "an agent cannot grant itself scope; a person grants with `stead grant`",
@@ -35,7 +35,7 @@ ESCALATION_REASONS = {
 class Governor:
     """Judges one activation's calls and records what is not simply allowed."""
 
-    def __init__(self, act: Activation) -> None:
+    def __init__(self, act: AgentPort) -> None:
         self.act = act
         self._policy: CompiledPolicy | None = None
 
@@ -157,7 +157,7 @@ class Governor:
         )
 
 
-Messenger = Callable[["Activation", Mapping[str, Any]], dict[str, Any]]
+Messenger = Callable[["AgentPort", Mapping[str, Any]], dict[str, Any]]
 """Delivers an agent's message or delegation action; returns what to journal of it
 (``ok``, and ``message`` or ``error``). See :mod:`.messages`."""
 

@@ -40,19 +40,18 @@ from ..governance.identity import (
     signature_valid,
 )
 from ..ids import new_id
+from ..integrity.keys import forget_identity, mint_identity
 from ..journal import Kind, NewEvent
 from ..state import State
 from ..store.scoped import TenantStore
 from .governed import Messenger
-from .keys import forget_identity, mint_identity
 
 if TYPE_CHECKING:
-    from .activation import Activation
-    from .runtime import Runtime
+    from ..ports import AgentPort, RuntimePort
 
 
 def make_envelope(
-    rt: Runtime,
+    rt: RuntimePort,
     sender: State,
     to: str,
     kind: str,
@@ -79,7 +78,7 @@ def make_envelope(
     return sign(private, envelope)
 
 
-def _problem(rt: Runtime, receiver: State, env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _problem(rt: RuntimePort, receiver: State, env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Why the envelope is refused ("" if it is not), and what it carries if accepted."""
     if env["tenant"] != receiver.tenant or env["to"] != receiver.agent_id:
         return f"it is addressed to {env['to']} of tenant {env['tenant']}", {}
@@ -124,7 +123,7 @@ def _problem(rt: Runtime, receiver: State, env: dict[str, Any]) -> tuple[str, di
     return "", child
 
 
-def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
+def deliver(rt: RuntimePort, envelope: Any) -> tuple[bool, str]:
     """Verify an envelope and record it in the receiver's journal, accepted or refused.
 
     Returns (accepted, what happened). A refusal is journaled as
@@ -137,7 +136,7 @@ def deliver(rt: Runtime, envelope: Any) -> tuple[bool, str]:
     return ok, detail
 
 
-def _delivered_before(rt: Runtime, receiver: State, env: Mapping[str, Any]) -> bool:
+def _delivered_before(rt: RuntimePort, receiver: State, env: Mapping[str, Any]) -> bool:
     """Whether this message reached the receiver already: a replay (or a sender's retry).
 
     Ids of plain messages are remembered for as long as a message can be fresh;
@@ -152,7 +151,7 @@ def _delivered_before(rt: Runtime, receiver: State, env: Mapping[str, Any]) -> b
     return any(e.data.get("message") == env["id"] for e in added)
 
 
-def _only_within_tenant(rt: Runtime, env: Mapping[str, Any]) -> None:
+def _only_within_tenant(rt: RuntimePort, env: Mapping[str, Any]) -> None:
     """Raise, exactly as for an agent that does not exist, unless the receiver is in
     the sender's tenant; write nothing anywhere.
 
@@ -168,7 +167,7 @@ def _only_within_tenant(rt: Runtime, env: Mapping[str, Any]) -> None:
     TenantStore(rt.store, placed if isinstance(placed, str) else "").get_record(str(env["to"]))
 
 
-def _deliver(rt: Runtime, envelope: Any) -> tuple[bool, str, bool]:
+def _deliver(rt: RuntimePort, envelope: Any) -> tuple[bool, str, bool]:
     """:func:`deliver`, also saying whether the refusal was for a replay."""
     try:
         env = check_shape(envelope)
@@ -243,10 +242,10 @@ def _held(sender: State, ref: str, now: float) -> dict[str, Any] | None:
     return chosen[0] if chosen else None
 
 
-def messenger_for(rt: Runtime) -> Messenger:
+def messenger_for(rt: RuntimePort) -> Messenger:
     """The callable an activation uses to send its agent's messages and delegations."""
 
-    def send(act: Activation, action: Mapping[str, Any]) -> dict[str, Any]:
+    def send(act: AgentPort, action: Mapping[str, Any]) -> dict[str, Any]:
         message_id = f"msg_{act.record.agent_id}_{action['call_id']}"
         reserve: dict[str, Any] = {}
         try:

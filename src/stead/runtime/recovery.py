@@ -15,7 +15,8 @@ Run once, right after the lease is taken and before any step:
 from __future__ import annotations
 
 from ..journal import Kind
-from .activation import Activation, jsonable
+from ..tools.base import jsonable
+from .activation import Activation
 
 
 def recover(act: Activation, activation_id: str) -> tuple[str, ...]:

@@ -28,14 +28,20 @@ from ..errors import (
     UsageError,
 )
 from ..ids import check_id, new_id
+from ..integrity.certificates import certifier_for
+from ..integrity.keys import create_keyed
 from ..integrity.monitors import Violation, replay
 from ..integrity.provenance import Graph
+from ..integrity.rollback import RollbackReport, rollback
+from ..integrity.watch import monitors_for
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
 from ..models.registry import model_for
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, load_key
 from ..sandbox.workspace import Workspace
+from ..snapshots import hibernation, lineage
+from ..snapshots.hibernation import settle_wake
 from ..snapshots.trust import TrustedKeys
 from ..spec import AgentSpec
 from ..state import State
@@ -45,17 +51,11 @@ from ..store.blobs import BlobStore
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
 from ..tools.registry import load_tools
-from . import hibernation, lineage
 from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions, new_grant
-from .certificates import certifier_for
 from .groupcommit import GroupCommitter
-from .hibernation import settle_wake
-from .keys import create_keyed
 from .messages import messenger_for
 from .recovery import recover
-from .rollback import RollbackReport, rollback
-from .watch import monitors_for
 
 RESOLUTIONS = ("done", "retry", "abort")
 
@@ -226,11 +226,13 @@ class Runtime(AuthorityActions):
     # -- people's inputs --------------------------------------------------------
 
     @contextlib.contextmanager
-    def hold(self, agent_id: str) -> Iterator[Activation]:
+    def hold(self, agent_id: str, tools: Mapping[str, Tool] | None = None) -> Iterator[Activation]:
         """The agent's lease, held for a short piece of work that asks no model.
 
-        People's inputs, hibernation and restores go through the lease like a
-        worker's writes, so they can never interleave with a running step.
+        People's inputs, hibernation, restores and rollbacks go through the lease
+        like a worker's writes, so they can never interleave with a running step.
+        ``tools`` are those the work may call (a rollback's compensations), in
+        this runtime's sandbox.
         """
         record = self.store.get_record(agent_id)
         act = Activation(
@@ -238,9 +240,10 @@ class Runtime(AuthorityActions):
             record,
             self.workspace(agent_id, record.tenant),
             _NoModel(),
-            {},
+            tools or {},
             self.clock,
             lease_ttl=self.lease_ttl,
+            sandbox=self.sandbox,
             vault=self.vault,  # to check and sign the agent's anchor, if it has a key
         )
         act.acquire()

@@ -21,9 +21,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import LeaseHeld, SteadError, UsageError
+from ..snapshots.hibernation import hibernate
 from .activation import Outcome
 from .groupcommit import GroupCommitter
-from .hibernation import hibernate
 from .runtime import Runtime
 
 

@@ -31,7 +31,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import SecretError
-from ..store.base import Store
+from ..ports import SecretRows
 from .redaction import Redactor
 
 KEY_ENV = "STEAD_SECRET_KEY"
@@ -110,7 +110,7 @@ def check_name(name: str) -> str:
 class Vault:
     """Seals and opens secrets held in a store."""
 
-    def __init__(self, store: Store, key: bytes) -> None:
+    def __init__(self, store: SecretRows, key: bytes) -> None:
         self._store = store
         self._aead = AESGCM(key)
 

@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
-from .base import Isolation, Sandbox, Unsandboxed
+from .base import Sandbox, Unsandboxed
 from .bwrap import BwrapSandbox, find_bwrap
 
 OPT_IN = "STEAD_UNSANDBOXED"
@@ -54,19 +54,3 @@ def select() -> Sandbox:
         f"no sandbox can be made on this machine: {why}. Command tools are refused; "
         f"set {OPT_IN}=1 to run them without isolation (see `stead doctor`)"
     )
-
-
-def report() -> tuple[Isolation | None, str]:
-    """What isolation commands would get here, for ``stead doctor``.
-
-    With a sandbox, one command is run in a session: only a real start shows
-    whether its loop can be sealed from its commands (else each runs one-shot).
-    """
-    sandbox, why = probe()
-    if sandbox is not None:
-        from .session import session_isolation  # the session module imports this one
-
-        return session_isolation(sandbox), ""
-    if os.environ.get(OPT_IN) == "1":
-        return Unsandboxed().isolation(), why
-    return None, why

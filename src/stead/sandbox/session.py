@@ -44,11 +44,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .base import Isolation, Limits, RunResult, Sandbox
+from . import select as choice
+from .base import Isolation, Limits, RunResult, Sandbox, Unsandboxed
 from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup, file_blocks
 from .sealed import INSIDE as SEALED_SHELL
 from .sealed import PROBE, sealed_shell
-from .select import select
+from .select import OPT_IN, select
 
 HELPER = (
     r"""nl='
@@ -495,3 +496,17 @@ def session_isolation(sandbox: Sandbox) -> Isolation:
             return session.isolation()
         finally:
             session.close()
+
+
+def report() -> tuple[Isolation | None, str]:
+    """What isolation commands would get here, for ``stead doctor``.
+
+    With a sandbox, one command is run in a session: only a real start shows
+    whether its loop can be sealed from its commands (else each runs one-shot).
+    """
+    sandbox, why = choice.probe()
+    if sandbox is not None:
+        return session_isolation(sandbox), ""
+    if os.environ.get(OPT_IN) == "1":
+        return Unsandboxed().isolation(), why
+    return None, why

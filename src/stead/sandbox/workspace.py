@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import WorkspaceFull
-from ..store.blobs import BlobStore
+from ..ports import Blobs
 from . import beneath
 from .paths import check_manifest, check_relative, resolve_inside
 
@@ -51,7 +51,7 @@ class Delta:
 class Workspace:
     """An agent's folder, its manifest, and the blobs behind it."""
 
-    def __init__(self, root: str | Path, blobs: BlobStore) -> None:
+    def __init__(self, root: str | Path, blobs: Blobs) -> None:
         self.root = Path(root)
         self.blobs = blobs
         # (size, mtime_ns, ctime_ns, inode) -> hash, so unchanged files are not re-read

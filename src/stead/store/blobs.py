@@ -14,6 +14,7 @@ blobs written before compression existed read as they always did.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -67,6 +68,11 @@ class BlobStore:
         finally:
             os.close(dir_fd)
         return digest
+
+    def forget(self, digest: str) -> None:
+        """Delete the blob, if it is stored (a write undone before anything names it)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._path(digest).unlink()
 
     def get(self, digest: str) -> bytes:
         """The bytes named by ``digest``, checked against it."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from ..canonical import dumps
 from ..errors import ToolError
 from ..sandbox.base import WORKSPACE_INSIDE, Limits, RunResult, Sandbox
 from ..sandbox.select import select
@@ -354,3 +355,25 @@ def check_args(t: Tool, args: Mapping[str, Any]) -> None:
             raise ToolError(
                 f"tool {t.name}: argument {key!r} must be {expected}, got {type(value).__name__}"
             )
+
+
+MAX_RESULT_CHARS = 64 * 1024
+"""The most of a tool's result, as JSON text, that is journaled."""
+
+
+def jsonable(value: Any) -> Any:
+    """A tool's return value as JSON, cut to a bounded size."""
+    try:
+        text = dumps(value)
+    except (TypeError, ValueError):
+        value, text = repr(value), dumps(repr(value))
+    if len(text) > MAX_RESULT_CHARS:
+        return {"truncated": True, "text": text[:MAX_RESULT_CHARS]}
+    return value
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A tool's failure as the model is shown it: a tool's own words stand alone."""
+    if isinstance(exc, ToolError | FileNotFoundError | PermissionError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -17,7 +17,6 @@ imports into a store at most once (the new id is derived from the archive id).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -31,16 +30,16 @@ from ..folds import CARRIED
 from ..governance.grants import inactive_reason, narrower
 from ..governance.identity import IDENTITY_SECRET
 from ..ids import new_id
+from ..integrity.keys import create_keyed
 from ..journal import Kind, NewEvent
 from ..sandbox.workspace import Manifest, Workspace
 from ..snapshots.archive import Archive, partial_path, read_archive, write_archive
 from ..snapshots.trust import TrustedKeys
 from ..state import State
 from ..store.base import AgentRecord
-from .keys import create_keyed
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..ports import RuntimePort
 
 
 def carried(state: State) -> dict[str, Any]:
@@ -88,7 +87,7 @@ def _at_step_boundary(state: State, agent_id: str, version: int) -> None:
 
 
 def fork(
-    rt: Runtime,
+    rt: RuntimePort,
     agent_id: str,
     *,
     at_version: int | None = None,
@@ -127,7 +126,7 @@ def fork(
     )
 
 
-def _take_for_fork(rt: Runtime, agent_id: str, fork_id: str) -> list[dict[str, Any]]:
+def _take_for_fork(rt: RuntimePort, agent_id: str, fork_id: str) -> list[dict[str, Any]]:
     """The origin's live grants as delegations to the fork, their counted uses taken
     from the origin's in its journal, all under its lease and from its state now.
 
@@ -157,7 +156,7 @@ def _take_for_fork(rt: Runtime, agent_id: str, fork_id: str) -> list[dict[str, A
 
 
 def _delegated(
-    rt: Runtime, agent_id: str, grants: Mapping[str, Mapping[str, Any]], to: str
+    rt: RuntimePort, agent_id: str, grants: Mapping[str, Mapping[str, Any]], to: str
 ) -> list[dict[str, Any]]:
     """The origin's live grants, as delegations to ``to``: the same or narrower, never wider."""
     now = rt.clock.now()
@@ -187,7 +186,7 @@ def _delegated(
 
 
 def _give_birth(
-    rt: Runtime,
+    rt: RuntimePort,
     record: AgentRecord,
     new_agent: str,
     name: str | None,
@@ -218,9 +217,9 @@ def _give_birth(
 # -- export and import ----------------------------------------------------------
 
 
-def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dict[str, Any]:
+def export(rt: RuntimePort, agent_id: str, path: Path, *, move: bool = False) -> dict[str, Any]:
     """Write the agent's archive to ``path``; with ``move``, retire the source."""
-    from .keys import ensure_identity
+    from ..integrity.keys import ensure_identity
 
     before = rt.store.load_state(agent_id)
     if before.status == "moved":
@@ -294,7 +293,7 @@ def export(rt: Runtime, agent_id: str, path: Path, *, move: bool = False) -> dic
         }
 
 
-def _move_committed(rt: Runtime, agent_id: str) -> bool:
+def _move_committed(rt: RuntimePort, agent_id: str) -> bool:
     """Whether the source is retired after a failed move; when unsure, assume it is
     (the archive is then kept: nothing is lost)."""
     try:
@@ -303,7 +302,7 @@ def _move_committed(rt: Runtime, agent_id: str) -> bool:
         return True
 
 
-def _moved_message(rt: Runtime, agent_id: str) -> str:
+def _moved_message(rt: RuntimePort, agent_id: str) -> str:
     moves = rt.store.read_events_of_kinds(agent_id, [Kind.AGENT_MOVED])
     moved = moves[-1].data if moves else {}
     where = moved.get("path")
@@ -323,7 +322,7 @@ def import_id(archive_id: str) -> str:
 
 
 def import_archive(
-    rt: Runtime,
+    rt: RuntimePort,
     path: Path,
     *,
     with_grants: bool = False,
@@ -388,11 +387,11 @@ def import_archive(
         )
     except BaseException:
         for digest in written:  # nothing partial is left behind
-            _forget_blob(blobs.root, digest)
+            blobs.forget(digest)
         raise
 
 
-def _regranted(rt: Runtime, archive: Archive, with_grants: bool) -> list[dict[str, Any]]:
+def _regranted(rt: RuntimePort, archive: Archive, with_grants: bool) -> list[dict[str, Any]]:
     if not with_grants:
         return []
     now = rt.clock.now()
@@ -414,8 +413,3 @@ def _regranted(rt: Runtime, archive: Archive, with_grants: bool) -> list[dict[st
 
 def _line(obj: Any) -> bytes:
     return dumps(obj).encode() + b"\n"
-
-
-def _forget_blob(root: Path, digest: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        (root / digest[:2] / digest[2:]).unlink()

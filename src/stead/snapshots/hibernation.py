@@ -47,8 +47,7 @@ from ..state import State
 from ..store.base import SnapshotRecord, consumed_message
 
 if TYPE_CHECKING:
-    from .activation import Activation
-    from .runtime import Runtime
+    from ..ports import AgentPort, RuntimePort
 
 HIBERNATABLE = ("waiting", "needs_attention")
 """Statuses of an agent that waits for the world; only these are hibernated."""
@@ -60,7 +59,7 @@ def manifest_digest(manifest: Manifest) -> str:
     return hashlib.sha256(dumps(manifest).encode()).hexdigest()
 
 
-def hibernate(rt: Runtime, agent_id: str, reason: str = "requested") -> SnapshotRecord:
+def hibernate(rt: RuntimePort, agent_id: str, reason: str = "requested") -> SnapshotRecord:
     """Freeze the agent's workspace into a snapshot and remove the live folder."""
     with rt.hold(agent_id) as act:
         s = act.state
@@ -130,7 +129,7 @@ def _verify_blobs(ws: Workspace, manifest: Manifest) -> tuple[int, int]:
     return raw, stored
 
 
-def restore(rt: Runtime, snapshot_id: str) -> State:
+def restore(rt: RuntimePort, snapshot_id: str) -> State:
     """Restore a snapshot explicitly, as a wake event would; it can never be restored again."""
     snap = rt.store.get_snapshot(snapshot_id)
     if snap.consumed:
@@ -173,7 +172,7 @@ def restore(rt: Runtime, snapshot_id: str) -> State:
             time.sleep(0.05)
 
 
-def wake(rt: Runtime, agent_id: str) -> State:
+def wake(rt: RuntimePort, agent_id: str) -> State:
     """Restore the agent's current snapshot (``stead wake``)."""
     state = rt.store.load_state(agent_id)
     if state.hibernated is None:
@@ -190,7 +189,7 @@ def refuse_while_hibernated(state: State, what: str) -> None:
         )
 
 
-def settle_wake(act: Activation) -> None:
+def settle_wake(act: AgentPort) -> None:
     """At the start of an activation: fire a due timer, restore a woken agent's snapshot."""
     fire_due_timer(act)
     s = act.state
@@ -198,7 +197,7 @@ def settle_wake(act: Activation) -> None:
         unpack(act, act.store.get_snapshot(s.hibernated["snapshot_id"]))
 
 
-def fire_due_timer(act: Activation) -> None:
+def fire_due_timer(act: AgentPort) -> None:
     """Commit ``timer_fired`` if the agent's timer is due (under its lease: once)."""
     timer = act.state.timer
     if timer is not None and timer["due_at"] <= act.clock.now():
@@ -206,7 +205,7 @@ def fire_due_timer(act: Activation) -> None:
         act.flush()
 
 
-def unpack(act: Activation, snap: SnapshotRecord) -> None:
+def unpack(act: AgentPort, snap: SnapshotRecord) -> None:
     """Rebuild the workspace from ``snap``, consume it, and only then move it into place."""
     # the snapshot row is read from the store, which may have been edited: every
     # path must stay inside the workspace (checked again where each file is written)

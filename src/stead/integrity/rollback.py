@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ToolError, UsageError
-from ..integrity.provenance import Graph
 from ..journal import Event, Kind
-from ..tools.base import Tool
-from .activation import Activation, _describe, jsonable
-from .hibernation import refuse_while_hibernated
+from ..snapshots.hibernation import refuse_while_hibernated
+from ..tools.base import Tool, describe_failure, jsonable
+from .provenance import Graph
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..ports import AgentPort, RuntimePort
 
 RESTORED_FIELDS = ("memory", "goals", "inbox", "recent_calls", "calls_total", "finish")
 
@@ -63,7 +62,7 @@ def _completed_effects(events: list[Event], after: int) -> list[dict[str, Any]]:
 
 
 def rollback(
-    rt: Runtime,
+    rt: RuntimePort,
     agent_id: str,
     *,
     to_version: int | None = None,
@@ -78,19 +77,7 @@ def rollback(
     if (to_version is None) == (downstream_of is None):
         raise UsageError("give exactly one of --to VERSION or --downstream-of EVENT")
     record = rt.store.get_record(agent_id)
-    act = Activation(
-        rt.store,
-        record,
-        rt.workspace(agent_id, record.tenant),
-        _NoModel(),
-        tools if tools is not None else _spec_tools(rt, record),
-        rt.clock,
-        lease_ttl=rt.lease_ttl,
-        sandbox=rt.sandbox,
-        vault=rt.vault,
-    )
-    act.acquire()
-    try:
+    with rt.hold(agent_id, tools if tools is not None else _spec_tools(rt, record)) as act:
         refuse_while_hibernated(act.state, "roll it back")
         events = list(rt.store.read_events(agent_id))
         report = RollbackReport()
@@ -111,11 +98,9 @@ def rollback(
             _restore_downstream(act, events, downstream, downstream_of, report, rt.person())
         act.flush()
         return report
-    finally:
-        act.release()
 
 
-def _check_version(act: Activation, version: int) -> None:
+def _check_version(act: AgentPort, version: int) -> None:
     latest = act.state.version
     if not 1 <= version < latest:
         raise UsageError(
@@ -130,7 +115,7 @@ def _check_version(act: Activation, version: int) -> None:
         )
 
 
-def _compensate(act: Activation, calls: list[dict[str, Any]], report: RollbackReport) -> None:
+def _compensate(act: AgentPort, calls: list[dict[str, Any]], report: RollbackReport) -> None:
     for call in reversed(calls):  # newest first, as effects are usually layered
         tool = act.tools.get(call["tool"])
         if tool is None or tool.compensate is None:
@@ -162,13 +147,13 @@ def _compensate(act: Activation, calls: list[dict[str, Any]], report: RollbackRe
                 call_id=call["call_id"],
                 tool=call["tool"],
                 ok=False,
-                error=_describe(exc),
+                error=describe_failure(exc),
             )
             report.failed.append(call["call_id"])
         act.flush()
 
 
-def _unknown_for_a_person(act: Activation, report: RollbackReport) -> None:
+def _unknown_for_a_person(act: AgentPort, report: RollbackReport) -> None:
     for call_id, call in sorted(act.state.unknown.items()):
         act.emit(
             Kind.COMPENSATION_NEEDED,
@@ -180,7 +165,7 @@ def _unknown_for_a_person(act: Activation, report: RollbackReport) -> None:
         report.needs_person.append(call_id)
 
 
-def _restore_version(act: Activation, version: int, report: RollbackReport) -> None:
+def _restore_version(act: AgentPort, version: int, report: RollbackReport) -> None:
     past = act.store.state_at(act.record.agent_id, version)
     delta = act.workspace.restore(past.manifest)
     report.restored_paths = delta.paths()
@@ -197,7 +182,7 @@ def _restore_version(act: Activation, version: int, report: RollbackReport) -> N
 
 
 def _restore_downstream(
-    act: Activation,
+    act: AgentPort,
     events: list[Event],
     downstream: set[int],
     source: int,
@@ -247,15 +232,8 @@ def _restore_downstream(
             )
 
 
-def _spec_tools(rt: Runtime, record: Any) -> dict[str, Tool]:
+def _spec_tools(rt: RuntimePort, record: Any) -> dict[str, Tool]:
     try:
         return rt.tools_for(record)
     except ToolError:
         return {}  # tools only the embedding program has: their calls go to a person
-
-
-class _NoModel:
-    name = "none"
-
-    def decide(self, context: Any) -> Any:
-        raise AssertionError("a rollback never asks a model")

@@ -25,17 +25,16 @@ from ..store.base import Store
 from .keys import mint_identity
 
 if TYPE_CHECKING:
-    from .activation import Activation
+    from ..ports import AgentPort, RuntimePort
     from .completion import Certifier
-    from .runtime import Runtime
 
 CERTIFICATE_VERSION = 1
 
 
-def certifier_for(rt: Runtime) -> Certifier:
+def certifier_for(rt: RuntimePort) -> Certifier:
     """Signs completions with the agent's key; without a vault key, issues none."""
 
-    def certify(act: Activation, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    def certify(act: AgentPort, body: Mapping[str, Any]) -> dict[str, Any] | None:
         try:
             vault = rt.vault()
         except SecretError:

@@ -25,13 +25,13 @@ from ..sandbox import beneath
 from ..tools.registry import import_object
 
 if TYPE_CHECKING:
-    from .activation import Activation
+    from ..ports import AgentPort
 
 DETAIL_CHARS = 300
 MAX_CHECKED_FILE = 64 * 1024 * 1024
 """A file check reads at most this much of a file (its hash covers what was read)."""
 
-Certifier = Callable[["Activation", Mapping[str, Any]], dict[str, Any] | None]
+Certifier = Callable[["AgentPort", Mapping[str, Any]], dict[str, Any] | None]
 """Signs a completion for an activation; None when it cannot (no vault key)."""
 
 
@@ -50,7 +50,7 @@ def _evidence(
 class Verifier:
     """Runs acceptance checks for one activation and judges ``finish`` claims."""
 
-    def __init__(self, act: Activation, certify: Certifier | None = None) -> None:
+    def __init__(self, act: AgentPort, certify: Certifier | None = None) -> None:
         self.act = act
         self.certify = certify
 

@@ -25,7 +25,7 @@ from ..tools.base import Tool
 from ..tools.registry import import_object
 
 if TYPE_CHECKING:
-    from .activation import Activation
+    from ..ports import AgentPort
 
 PRIME_EVENTS = 64
 """How many of the latest events a new activation's monitors are primed with."""
@@ -50,7 +50,7 @@ def monitors_for(spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> MonitorS
 class Watch:
     """One activation's monitors and what they found."""
 
-    def __init__(self, act: Activation) -> None:
+    def __init__(self, act: AgentPort) -> None:
         self.act = act
         self.monitors = monitors_for(act.record.spec, act.tools)
         self._recording = False

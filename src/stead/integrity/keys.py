@@ -28,10 +28,10 @@ from ..store.base import AgentRecord
 from ..store.scoped import TenantStore
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..ports import RuntimePort
 
 
-def mint_identity(rt: Runtime, state: State) -> tuple[Signer, NewEvent]:
+def mint_identity(rt: RuntimePort, state: State) -> tuple[Signer, NewEvent]:
     """A new key pair for the agent: the private half sealed in the vault, and the
     event that journals the public half (for whoever holds the agent's lease to append)."""
     private, public = new_key_pair()
@@ -43,7 +43,7 @@ def mint_identity(rt: Runtime, state: State) -> tuple[Signer, NewEvent]:
 
 
 def create_keyed(
-    rt: Runtime, record: AgentRecord, events: Sequence[NewEvent], *, required: bool = False
+    rt: RuntimePort, record: AgentRecord, events: Sequence[NewEvent], *, required: bool = False
 ) -> State:
     """Store a new agent with ``events`` and, when the vault opens, its identity key.
 
@@ -68,7 +68,7 @@ def create_keyed(
         raise
 
 
-def ensure_identity(rt: Runtime, agent_id: str) -> str:
+def ensure_identity(rt: RuntimePort, agent_id: str) -> str:
     """The agent's public key, minting its key pair if it has none (takes its lease)."""
 
     minted: list[State] = []
@@ -89,7 +89,7 @@ def ensure_identity(rt: Runtime, agent_id: str) -> str:
     return key
 
 
-def forget_identity(rt: Runtime, state: State) -> None:
+def forget_identity(rt: RuntimePort, state: State) -> None:
     """Drop a key pair whose ``identity_created`` was never committed."""
     with contextlib.suppress(SteadError):
         try:

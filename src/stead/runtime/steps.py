@@ -1,0 +1,195 @@
+"""The step loop: ask the model for a decision, journal it, act on it, end the step.
+
+A step is one decision and its actions, in order: tool calls (run by
+:mod:`.toolcall`), memory writes, goals pushed or claimed complete (checked by
+:mod:`stead.integrity.completion`), a finish claim, a wait for input or a timer,
+and messages or delegations to other agents. A step stops early when a call
+waits for a person's approval or a monitor suspends the agent; it goes on from
+that action once a person has answered. Between steps the loop takes people's
+requests (a quarantine) and flushes what has waited too long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ModelError
+from ..ids import new_id
+from ..journal import Kind
+from .governed import is_escalation
+from .toolcall import run_tool
+
+if TYPE_CHECKING:
+    from .activation import Activation
+
+MAX_UNFLUSHED_SECONDS = 1.0
+"""Flush before asking the model once this long has passed since the last flush."""
+SIGNAL_SECONDS = 0.5
+"""How often a running activation looks for people's requests (a quarantine)."""
+
+
+def run_steps(act: Activation, max_steps: int | None = None) -> int:
+    """Run steps while the agent is running; return how many decisions were made."""
+    limit = int(act.record.spec.get("limits", {}).get("max_steps", 1000))
+    made = 0
+    while act.state.status == "running":
+        if act.state.inflight is None:
+            if max_steps is not None and made >= max_steps:
+                break
+            if act.state.steps_completed >= limit:
+                act.emit(
+                    Kind.STATUS_CHANGED,
+                    status="failed",
+                    reason=f"reached the spec's limit of {limit} steps without finishing",
+                )
+                act.flush()
+                break
+            if not decide(act):
+                break
+            made += 1
+        execute_inflight(act)
+    if act.watch is not None:
+        act.watch.end_session()  # committed with the activation's last events
+    act.flush()
+    return made
+
+
+def take_signals(act: Activation) -> None:
+    """Journal what people asked for while this worker held the lease (a quarantine).
+
+    Looked for at most every :data:`SIGNAL_SECONDS`, so a request stops a
+    running agent within about that long, without a query on every step.
+    """
+    now = act.clock.now()
+    if now - act.signals_at < SIGNAL_SECONDS:
+        return
+    act.signals_at = now
+    waiting = act.store.signals(act.record.agent_id)
+    if not waiting:
+        return
+    open_ = set(act.state.violations)
+    for signal_id, violation in waiting:
+        if signal_id not in open_:  # not already journaled before a crash
+            act.emit(Kind.VIOLATION, **violation)
+    act.flush()
+    act.store.drop_signals(act.record.agent_id, [sid for sid, _ in waiting])
+
+
+def decide(act: Activation) -> bool:
+    if act.buffer and act.clock.now() - act.flushed_at > MAX_UNFLUSHED_SECONDS:
+        act.flush()
+    take_signals(act)
+    if act.state.status != "running":
+        return False
+    context = act.renderer.render(act.state)
+    try:
+        decision = act.model.decide(context)
+    except ModelError as exc:
+        act.emit(
+            Kind.STATUS_CHANGED,
+            status="needs_attention",
+            reason=f"model {act.model.name} gave no decision: {exc}",
+        )
+        act.flush()
+        return False
+    actions = []
+    for action in decision.to_json():
+        if action["type"] in ("tool", "message", "delegate"):
+            action = {**action, "call_id": new_id("call", act.clock, act.rng)}
+        actions.append(action)
+    act.emit(
+        Kind.DECISION,
+        step=act.state.decisions + 1,
+        context_hash=context.hash,
+        model=act.model.name,
+        actions=actions,
+        # provenance: the results this decision's context showed
+        context_events=[c["seq"] for c in act.state.recent_calls if "seq" in c],
+        **_usage(act, decision.usage),
+    )
+    # not flushed yet: it is committed with the first intent, before any effect.
+    # A monitor may have suspended the agent on this very decision (a budget it
+    # crosses): then none of its actions run until a person clears that.
+    return act.state.status == "running"
+
+
+def _usage(act: Activation, usage: Mapping[str, float] | None) -> dict[str, Any]:
+    """The decision's reported cost, with the agent's running totals (for budgets)."""
+    if not usage:
+        return {}
+    tokens = float(usage.get("tokens", 0))
+    spend = float(usage.get("spend", 0))
+    totals = act.state.usage
+    return {
+        "usage": {
+            "tokens": tokens,
+            "spend": spend,
+            "total_tokens": totals.get("tokens", 0) + tokens,
+            "total_spend": totals.get("spend", 0) + spend,
+        }
+    }
+
+
+def execute_inflight(act: Activation) -> None:
+    inflight = act.state.inflight
+    assert inflight is not None
+    actions: list[dict[str, Any]] = inflight["actions"]
+    for index in range(inflight["next"], len(actions)):
+        action = actions[index]
+        kind = action["type"]
+        if kind == "tool":
+            run_tool(act, index, action)
+        elif kind == "remember":
+            act.emit(Kind.MEMORY_WRITTEN, action=index, values=action["values"])
+        elif kind == "push_goal":
+            act.emit(
+                Kind.GOAL_PUSHED,
+                action=index,
+                id=action["id"],
+                description=action.get("description", ""),
+            )
+        elif kind == "complete_goal":
+            act.verifier.complete_goal(index, action["id"])
+        elif kind == "finish":
+            # a claim: accepted only if it is true now (see .completion)
+            act.verifier.finish(index, action.get("summary", ""))
+        elif kind == "wait_for_input":
+            act.emit(Kind.INPUT_REQUESTED, action=index, prompt=action.get("prompt", ""))
+        elif kind == "wait":
+            due = action["until"] if "until" in action else act.clock.now() + action["seconds"]
+            act.emit(
+                Kind.TIMER_SET,
+                action=index,
+                timer_id=new_id("tmr", act.clock, act.rng),
+                due_at=float(due),
+                reason=action.get("reason", ""),
+            )
+        elif is_escalation(kind):
+            act.governor.refuse_escalation(index, action)
+        elif kind in ("message", "delegate"):
+            send(act, index, action)
+        if act.state.status == "waiting" and act.state.waiting_for == "approval":
+            return  # the step goes on from this action once a person has answered
+        if act.state.status == "needs_attention":
+            return  # suspended by a monitor: the rest waits until a person clears it
+    step_delta = act.scan_delta() if act.dirty else {}
+    act.emit(Kind.STEP_COMPLETED, step=inflight["step"], **step_delta)
+
+
+def send(act: Activation, index: int, action: dict[str, Any]) -> None:
+    """A message or delegation to another agent, committed before it leaves."""
+    kind = Kind.DELEGATED if action["type"] == "delegate" else Kind.MESSAGE_SENT
+    if act.messenger is None:
+        act.emit(
+            kind,
+            action=index,
+            call_id=action["call_id"],
+            to=action["to"],
+            ok=False,
+            error="this runtime cannot deliver messages between agents",
+        )
+        return
+    act.flush()  # a crash after delivery re-sends the same message id: a replay, refused
+    outcome = act.messenger(act, action)
+    act.emit(kind, action=index, call_id=action["call_id"], to=action["to"], **outcome)
