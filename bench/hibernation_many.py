@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from stead import Runtime, ScriptedModel, parse_spec
-from stead.snapshots.hibernation import hibernate
 from stead.runtime.worker import Worker
+from stead.snapshots.hibernation import hibernate
 from stead.store.sqlite import SqliteStore
 
 from .stats import median
