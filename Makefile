@@ -10,7 +10,7 @@ PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS_REQS := bench/peers/requirements.txt
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test test-fast lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the inner loop: everything but the tests that kill real processes (CI runs all)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not chaos"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -9,6 +9,15 @@ import pytest
 from stead.sandbox.bwrap import BwrapSandbox
 from stead.sandbox.select import probe
 
+CHAOS = os.path.join("tests", "chaos", "")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything in tests/chaos kills real processes: ``make test-fast`` leaves it out."""
+    for item in items:
+        if CHAOS in str(item.path):
+            item.add_marker(pytest.mark.chaos)
+
 
 @pytest.fixture(scope="session")
 def bwrap() -> BwrapSandbox:
