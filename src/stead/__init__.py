@@ -5,6 +5,7 @@ The public API is what ``__all__`` lists; everything else may change.
 
 from .clock import Clock, FakeClock, SystemClock
 from .errors import (
+    ArchiveError,
     ConcurrencyError,
     GovernanceError,
     IntegrityError,
@@ -14,15 +15,20 @@ from .errors import (
     PathEscape,
     PolicyError,
     ResolveError,
+    SandboxUnavailable,
     SchemaTooNew,
     ScriptError,
+    SecretError,
+    SnapshotConsumed,
     SpecError,
     StaleEpoch,
     SteadError,
     StoreError,
+    StoreUnusable,
     ToolError,
     UsageError,
     VersionConflict,
+    WorkspaceFull,
 )
 from .journal import Event, Kind, verify_chain
 from .models import Decision, Model, RenderedContext, ScriptedModel
@@ -37,6 +43,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentSpec",
+    "ArchiveError",
     "Clock",
     "ConcurrencyError",
     "Decision",
@@ -57,21 +64,26 @@ __all__ = [
     "RenderedContext",
     "ResolveError",
     "Runtime",
+    "SandboxUnavailable",
     "SchemaTooNew",
     "ScriptError",
     "ScriptedModel",
+    "SecretError",
+    "SnapshotConsumed",
     "SpecError",
     "StaleEpoch",
     "State",
     "SteadError",
     "Store",
     "StoreError",
+    "StoreUnusable",
     "SystemClock",
     "Tool",
     "ToolContext",
     "ToolError",
     "UsageError",
     "VersionConflict",
+    "WorkspaceFull",
     "__version__",
     "load_spec",
     "open_store",

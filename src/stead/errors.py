@@ -5,6 +5,7 @@
     SteadError
     ├── UsageError                a command was given something it cannot use
     ├── SpecError                 an agent spec is invalid (names the field)
+    │   └── MonitorConfigError    a spec's monitors: section cannot be built  (internal)
     ├── ScriptError               a scripted model's decision list is invalid
     ├── NotFound                  no such agent, version, call or blob
     ├── StoreError                the store cannot do what was asked
@@ -25,7 +26,16 @@
     ├── GovernanceError           a grant, approval, delegation or message is invalid
     │   └── PolicyError           a policy does not parse, or cannot be evaluated
     ├── ModelError                a model could not produce a decision
-    └── ResolveError              a person's resolution does not fit the call
+    ├── ResolveError              a person's resolution does not fit the call
+    └── DemoError                 ``stead demo`` could not stage its crash  (internal)
+
+Every class drawn here is defined in this module and exported from ``stead``,
+except those marked (internal): they never reach a caller of the library
+(``MonitorConfigError`` becomes a :class:`SpecError` naming the field; only the
+``stead demo`` command meets ``DemoError``), so they may change. No other module
+defines an exception class but for a private signal it raises and catches itself
+(its name starts with ``_``). tests/test_public_api.py holds this drawing, the
+classes below and ``stead.__all__`` to each other.
 
 Every message says what went wrong and what to do about it. Errors raised while
 an agent runs are recorded in its journal as well as raised, so nothing that
@@ -45,6 +55,13 @@ class UsageError(SteadError):
 
 class SpecError(SteadError):
     """An agent spec is invalid; the message names the field and what is allowed."""
+
+
+class MonitorConfigError(SpecError):
+    """A spec's ``monitors:`` section cannot be built; the message names the field.
+
+    Internal: the spec parser and the runtime turn it into a :class:`SpecError`.
+    """
 
 
 class ScriptError(SteadError):
@@ -134,3 +151,7 @@ class ModelError(SteadError):
 
 class ResolveError(SteadError):
     """A person's resolution does not apply to the named call."""
+
+
+class DemoError(SteadError):
+    """``stead demo`` could not stage its crash. Internal: only that command meets it."""

@@ -17,9 +17,9 @@ from .common import (
     emit_json,
     err,
     exit_code_for,
-    open_runtime,
     out,
     positive_int,
+    runtime_for,
     wants_json,
 )
 
@@ -112,22 +112,16 @@ def _report(outcome: Outcome, as_json: bool) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     Runtime.check_loads(spec)  # a spec that cannot run stores nothing
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.create(spec, args.agent_id)
         if not wants_json(args):
             out.print(f"created agent [bold]{state.agent_id}[/] ({spec.name})")
         return _run(rt, state.agent_id, args)
-    finally:
-        rt.close()
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         return _run(rt, args.agent_id, args)
-    finally:
-        rt.close()
 
 
 def _after_input(rt: Runtime, state: State, args: argparse.Namespace) -> int:
@@ -144,22 +138,16 @@ def _after_input(rt: Runtime, state: State, args: argparse.Namespace) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.send(args.agent_id, args.text)
         if not wants_json(args):
             err.print(f"delivered to {args.agent_id}")
         return _after_input(rt, state, args)
-    finally:
-        rt.close()
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.resolve(args.agent_id, args.call_id, args.resolution)
         if not wants_json(args):
             err.print(f"recorded: call {args.call_id} resolved as {args.resolution}")
         return _after_input(rt, state, args)
-    finally:
-        rt.close()

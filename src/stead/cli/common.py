@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +122,10 @@ def wants_json(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "json", False))
 
 
-def open_runtime(args: argparse.Namespace, reads_only: bool = False) -> Runtime:
-    """The runtime a command acts through; a command that ``reads_only`` makes no store."""
+@contextmanager
+def runtime_for(args: argparse.Namespace, reads_only: bool = False) -> Iterator[Runtime]:
+    """The runtime a command acts through, closed when the ``with`` block is left,
+    however it is left; a command that ``reads_only`` makes no store."""
     url = store_url(args)
     data_dir = (
         getattr(args, "data_dir", None) or os.environ.get("STEAD_DATA_DIR") or data_dir_for(url)
@@ -129,7 +133,11 @@ def open_runtime(args: argparse.Namespace, reads_only: bool = False) -> Runtime:
     if data_dir is None:
         data_dir = str(Path(".stead").resolve())
     tenant = tenant_of(args)
-    return Runtime(open_store(url, create=not reads_only), data_dir, tenant=tenant)
+    rt = Runtime(open_store(url, create=not reads_only), data_dir, tenant=tenant)
+    try:
+        yield rt
+    finally:
+        rt.close()
 
 
 def emit_json(value: Any) -> None:

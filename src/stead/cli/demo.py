@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..demo.runner import DemoError, run_demo
+from ..demo.runner import run_demo
+from ..errors import DemoError
 from .common import EXIT_FAILED, err, out
 
 

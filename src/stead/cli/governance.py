@@ -16,7 +16,7 @@ from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
 from ..runtime.runtime import Runtime
 from ..state import State
 from ..yamlsafe import read_text
-from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, tenant_of, wants_json
+from .common import EXIT_COMPLETED, emit_json, err, out, runtime_for, tenant_of, wants_json
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -178,11 +178,8 @@ def cmd_grant(args: argparse.Namespace) -> int:
     }
     if args.valid_for is not None:
         grant["valid_for"] = args.valid_for
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         made = rt.grant(args.agent_id, grant, reason=args.reason)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json(made)
     else:
@@ -191,11 +188,8 @@ def cmd_grant(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         rt.revoke(args.agent_id, args.grant_id, reason=args.reason)
-    finally:
-        rt.close()
     if not wants_json(args):
         out.print(f"revoked {args.grant_id} of {args.agent_id}")
     return EXIT_COMPLETED
@@ -212,8 +206,7 @@ def _state_or_none(rt: Runtime) -> Callable[[str], State | None]:
 
 
 def cmd_scope(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         state = rt.store.load_state(args.agent_id)
         now = rt.clock.now()
         policy = rt.store.get_policy(state.tenant)
@@ -221,8 +214,6 @@ def cmd_scope(args: argparse.Namespace) -> int:
             gid: inactive_reason(g, now) or ancestry_problem(g, now, _state_or_none(rt)) or ""
             for gid, g in state.grants.items()
         }
-    finally:
-        rt.close()
     report = {
         "agent_id": state.agent_id,
         "autonomy": state.autonomy,
@@ -261,12 +252,9 @@ def _spec_tool_names(spec: dict[str, Any]) -> set[str]:
 
 
 def cmd_autonomy(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         rt.set_autonomy(args.agent_id, args.level, tool=args.tool, reason=args.reason)
         known = _spec_tool_names(rt.store.get_record(args.agent_id).spec)
-    finally:
-        rt.close()
     if not wants_json(args):
         what = f"tool {args.tool} of {args.agent_id}" if args.tool else args.agent_id
         out.print(f"autonomy of {what} is now {args.level}")
@@ -279,11 +267,8 @@ def cmd_autonomy(args: argparse.Namespace) -> int:
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         pending = rt.pending_approvals(tenant_of(args))
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json([{"agent_id": agent, **a} for agent, a in pending])
     elif not pending:
@@ -294,11 +279,8 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         agent, _ = rt.approve(args.approval_id, valid_for=args.valid_for)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json({"approval_id": args.approval_id, "agent_id": agent, "valid_for": args.valid_for})
     else:
@@ -310,22 +292,16 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_deny(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         agent, _ = rt.deny(args.approval_id, args.reason)
-    finally:
-        rt.close()
     if not wants_json(args):
         out.print(f"denied {args.approval_id}; agent {agent} sees the refusal when it resumes")
     return EXIT_COMPLETED
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.accept(args.agent_id, args.proposal_id)
-    finally:
-        rt.close()
     call = next(c for c in reversed(state.recent_calls) if c["call_id"] == args.proposal_id)
     if wants_json(args):
         emit_json(call)
@@ -337,11 +313,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 def cmd_policy_set(args: argparse.Namespace) -> int:
     text = read_text(args.file, "policy file", UsageError)
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         version = rt.set_policy(_tenant(args), text)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json({"tenant": _tenant(args), "version": version})
     else:
@@ -350,11 +323,8 @@ def cmd_policy_set(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_show(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         record = rt.store.get_policy(_tenant(args), args.version)
-    finally:
-        rt.close()
     if record is None:
         raise GovernanceError(
             f"tenant {_tenant(args)} has no policy"

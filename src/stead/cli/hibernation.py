@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..snapshots import trust
 from ..state import State
-from .common import describe_stop, emit_json, err, exit_code_for, open_runtime, out, wants_json
+from .common import describe_stop, emit_json, err, exit_code_for, out, runtime_for, wants_json
 
 
 def register(
@@ -92,11 +92,8 @@ def _when(at: float | None) -> str:
 
 
 def cmd_hibernate(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         snap = rt.hibernate(args.agent_id)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json(snap.to_json())
     else:
@@ -121,30 +118,21 @@ def _restored(args: argparse.Namespace, state: State, run: object) -> int:
 
 
 def cmd_wake(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.wake(args.agent_id)
         return _restored(args, state, lambda: rt.run(state.agent_id).state)
-    finally:
-        rt.close()
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.restore(args.snapshot_id)
         return _restored(args, state, lambda: rt.run(state.agent_id).state)
-    finally:
-        rt.close()
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         snaps = rt.store.list_snapshots(args.agent_id)
         state = rt.store.load_state(args.agent_id)
-    finally:
-        rt.close()
     # only the snapshot the agent sleeps in can still be restored
     current = (state.hibernated or {}).get("snapshot_id")
     if wants_json(args):
@@ -172,13 +160,10 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.fork(
             args.agent_id, at_version=args.at_version, with_grants=args.with_grants, name=args.name
         )
-    finally:
-        rt.close()
     origin = state.origin or {}
     if wants_json(args):
         emit_json({"agent_id": state.agent_id, "status": state.status, "origin": origin})
@@ -192,11 +177,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         done = rt.export(args.agent_id, Path(args.output), move=args.move)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json(done)
     else:
@@ -213,11 +195,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     # read before the store is opened: a bad key or list refuses with nothing touched
     trusted = trust.TrustedKeys.configured(args.trust_key, args.trusted_keys)
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         state = rt.import_archive(Path(args.file), with_grants=args.with_grants, trusted=trusted)
-    finally:
-        rt.close()
     origin = state.origin or {}
     key = origin.get("signed_by")
     if trusted is not None:

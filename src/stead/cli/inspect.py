@@ -21,8 +21,8 @@ from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
     emit_json,
-    open_runtime,
     out,
+    runtime_for,
     status_style,
     tenant_of,
     wants_json,
@@ -56,11 +56,8 @@ def register(
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         agents = rt.store.list_agents(tenant_of(args))
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json(
             [
@@ -94,16 +91,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         record = rt.store.get_record(args.agent_id)
         state = (
             rt.store.state_at(args.agent_id, args.at)
             if args.at is not None
             else rt.store.load_state(args.agent_id)
         )
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json(state.to_json())
         return EXIT_COMPLETED
@@ -213,8 +207,7 @@ def _governance_summary(kind: str, d: Mapping[str, Any]) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         events = rt.store.read_events(args.agent_id, args.from_seq, args.to_seq)
         if wants_json(args):
             for ev in events:
@@ -224,14 +217,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         for ev in events:
             table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, _summary(ev))
         out.print(table)
-    finally:
-        rt.close()
     return EXIT_COMPLETED
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         record = rt.store.get_record(args.agent_id)
         try:
             vault: Vault | None = rt.vault()  # to check the anchor against the vault's key
@@ -244,8 +234,6 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
             workspace=rt.workspace(args.agent_id, record.tenant),
             now=rt.clock.now(),
         )
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json(
             {

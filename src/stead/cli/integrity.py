@@ -16,8 +16,8 @@ from .common import (
     describe_stop,
     emit_json,
     err,
-    open_runtime,
     out,
+    runtime_for,
     wants_json,
 )
 
@@ -82,11 +82,8 @@ def register(
 
 
 def cmd_certificate(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         certificate = journaled_certificate(rt.store, args.agent_id)
-    finally:
-        rt.close()
     emit_json(certificate)
     return EXIT_COMPLETED
 
@@ -99,11 +96,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read {args.file}: {exc.strerror}") from exc
     except ValueError as exc:
         raise UsageError(f"{args.file} is not JSON: {exc}") from exc
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         problems = verify_certificate(rt.store, certificate)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json({"ok": not problems, "problems": problems})
     elif problems:
@@ -120,11 +114,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         found, journaled = rt.check(args.agent_id)
-    finally:
-        rt.close()
     same = [v.to_json() for _, v in found] == journaled
     if wants_json(args):
         emit_json(
@@ -147,25 +138,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    with runtime_for(args) as rt:
 
-    def build(state: State) -> list[NewEvent]:
-        if args.violation_id not in state.violations:
-            open_ = ", ".join(sorted(state.violations)) or "none"
-            raise UsageError(
-                f"agent {args.agent_id} has no open violation {args.violation_id}; open: {open_}"
-            )
-        return [
-            NewEvent(
-                Kind.VIOLATION_CLEARED,
-                {"violation_id": args.violation_id, "by": rt.person(), "reason": args.reason},
-            )
-        ]
+        def build(state: State) -> list[NewEvent]:
+            if args.violation_id not in state.violations:
+                open_ = ", ".join(sorted(state.violations)) or "none"
+                raise UsageError(
+                    f"agent {args.agent_id} has no open violation {args.violation_id}; "
+                    f"open: {open_}"
+                )
+            return [
+                NewEvent(
+                    Kind.VIOLATION_CLEARED,
+                    {"violation_id": args.violation_id, "by": rt.person(), "reason": args.reason},
+                )
+            ]
 
-    try:
         state = rt.append_as_person(args.agent_id, build)
-    finally:
-        rt.close()
     if not wants_json(args):
         if state.status == "running":
             out.print(f"cleared {args.violation_id}; continue with: stead resume {args.agent_id}")
@@ -177,15 +166,12 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
 
 def cmd_provenance(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         graph = rt.provenance(args.agent_id)
         try:
             nodes = graph.lineage(args.seq) if args.which == "lineage" else graph.impact(args.seq)
         except KeyError:
             raise UsageError(f"agent {args.agent_id} has no event {args.seq}") from None
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json([n.to_json() for n in nodes])
         return EXIT_COMPLETED
@@ -199,11 +185,8 @@ def cmd_provenance(args: argparse.Namespace) -> int:
 
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         status, downstream = rt.quarantine(args.agent_id, args.seq, args.reason)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json({"seq": args.seq, "downstream": downstream, "status": status})
     else:
@@ -220,13 +203,10 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         report = rt.rollback(
             args.agent_id, to_version=args.to_version, downstream_of=args.downstream_of
         )
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json(
             {
@@ -250,18 +230,17 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_signoff(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
+    with runtime_for(args) as rt:
 
-    def build(state: State) -> list[NewEvent]:
-        if not any(g["id"] == args.goal_id for g in state.goals):
-            goals = ", ".join(g["id"] for g in state.goals) or "none"
-            raise UsageError(f"agent {args.agent_id} has no goal {args.goal_id}; goals: {goals}")
-        return [NewEvent(Kind.GOAL_SIGNED_OFF, {"id": args.goal_id, "by": rt.person()})]
+        def build(state: State) -> list[NewEvent]:
+            if not any(g["id"] == args.goal_id for g in state.goals):
+                goals = ", ".join(g["id"] for g in state.goals) or "none"
+                raise UsageError(
+                    f"agent {args.agent_id} has no goal {args.goal_id}; goals: {goals}"
+                )
+            return [NewEvent(Kind.GOAL_SIGNED_OFF, {"id": args.goal_id, "by": rt.person()})]
 
-    try:
         rt.append_as_person(args.agent_id, build)
-    finally:
-        rt.close()
     if not wants_json(args):
         out.print(f"signed off goal {args.goal_id} of {args.agent_id}")
     else:

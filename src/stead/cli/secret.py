@@ -7,7 +7,7 @@ import sys
 
 from ..errors import SecretError, UsageError
 from ..sandbox.secrets import check_name, new_key
-from .common import EXIT_COMPLETED, emit_json, err, open_runtime, out, tenant_of, wants_json
+from .common import EXIT_COMPLETED, emit_json, err, out, runtime_for, tenant_of, wants_json
 
 MAX_SECRET_CHARS = 64 * 1024
 """The longest secret value ``stead secret set`` stores."""
@@ -66,13 +66,10 @@ def cmd_set(args: argparse.Namespace) -> int:
             f"the value of {args.name} is longer than {MAX_SECRET_CHARS // 1024} Ki characters; "
             "a secret is a key or token, not a file: store a larger value elsewhere"
         )
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         owner = rt.store.get_record(args.agent).tenant if args.agent else None
         tenant = _tenant_of(args, owner)
         rt.vault().set(tenant, args.name, value, agent_id=args.agent, at=rt.clock.now())
-    finally:
-        rt.close()
     scope = f"agent {args.agent}" if args.agent else f"tenant {tenant}"
     if wants_json(args):
         emit_json({"name": args.name, "tenant": tenant, "agent_id": args.agent or None})
@@ -82,12 +79,9 @@ def cmd_set(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    rt = open_runtime(args, reads_only=True)
-    try:
+    with runtime_for(args, reads_only=True) as rt:
         tenant = tenant_of(args) or "default"
         rows = rt.store.list_secrets(tenant)
-    finally:
-        rt.close()
     if wants_json(args):
         emit_json([{"name": n, "agent_id": a or None, "updated_at": t} for a, n, t in rows])
     elif not rows:
@@ -100,13 +94,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    try:
+    with runtime_for(args) as rt:
         owner = rt.store.get_record(args.agent).tenant if args.agent else None
         tenant = _tenant_of(args, owner)
         removed = rt.store.delete_secret(tenant, args.agent, check_name(args.name))
-    finally:
-        rt.close()
     if not removed:
         raise SecretError(
             f"no secret {args.name} for "

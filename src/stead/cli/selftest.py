@@ -11,8 +11,8 @@ from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
     emit_json,
-    open_runtime,
     out,
+    runtime_for,
     store_url,
     wants_json,
 )
@@ -32,9 +32,8 @@ def register(
 
 
 def cmd_isolation(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)  # resolves the store URL and data folder as every command does
-    data_dir = Path(rt.data_dir)
-    rt.close()
+    with runtime_for(args) as rt:  # resolves the store URL and data folder as every command does
+        data_dir = Path(rt.data_dir)
     store = open_store(store_url(args))
     try:
         report = isolation_selftest(store, data_dir)

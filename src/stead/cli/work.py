@@ -15,10 +15,10 @@ from .common import (
     EXIT_FAILED,
     emit_json,
     err,
-    open_runtime,
     out,
     positive_int,
     positive_seconds,
+    runtime_for,
     seconds,
     tenant_of,
     wants_json,
@@ -58,32 +58,31 @@ def register(
 
 
 def cmd_work(args: argparse.Namespace) -> int:
-    rt = open_runtime(args)
-    worker = Worker(
-        rt,
-        concurrency=args.concurrency,
-        tenant=tenant_of(args),
-        hibernate_after=None if args.no_hibernate else args.hibernate_after,
-    )
+    with runtime_for(args) as rt:
+        worker = Worker(
+            rt,
+            concurrency=args.concurrency,
+            tenant=tenant_of(args),
+            hibernate_after=None if args.no_hibernate else args.hibernate_after,
+        )
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        err.print("stopping: no new agents will start; running activations finish")
-        worker.stop()
+        def stop(signum: int, frame: FrameType | None) -> None:
+            err.print("stopping: no new agents will start; running activations finish")
+            worker.stop()
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    total = WorkerReport()
-    try:
-        while True:
-            report = worker.run_until_idle()
-            _merge(total, report)
-            if not args.forever or worker.stopping:
-                break
-            time.sleep(args.poll)
-    except KeyboardInterrupt:
-        worker.stop()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        rt.close()
+        previous = signal.signal(signal.SIGTERM, stop)
+        total = WorkerReport()
+        try:
+            while True:
+                report = worker.run_until_idle()
+                _merge(total, report)
+                if not args.forever or worker.stopping:
+                    break
+                time.sleep(args.poll)
+        except KeyboardInterrupt:
+            worker.stop()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     if wants_json(args):
         emit_json(
             {

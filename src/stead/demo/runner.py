@@ -19,16 +19,13 @@ from pathlib import Path
 from rich.console import Console
 
 from ..clock import SystemClock
+from ..errors import DemoError
 from ..ids import new_id
 from ..journal import Kind, verify_chain
 from ..runtime.runtime import Runtime
 from .tools import CHANGELOG_ENV, SLOW_ENV
 
 HERE = Path(__file__).parent
-
-
-class DemoError(RuntimeError):
-    """The demo could not stage its crash."""
 
 
 def _wait_for(predicate: object, timeout: float, what: str) -> None:

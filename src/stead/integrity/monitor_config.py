@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+# re-exported: spec.py and watch.py import it from here
+from ..errors import MonitorConfigError as MonitorConfigError
 from .monitors import (
     VERDICTS,
     Budget,
@@ -42,10 +44,6 @@ _PARAMS: dict[str, tuple[str, ...]] = {
         "tokens_per_step",
     ),
 }
-
-
-class MonitorConfigError(ValueError):
-    """A ``monitors:`` section that cannot be built; the message names the field."""
 
 
 def build_monitors(
