@@ -73,6 +73,7 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
         "tenant": "acme-corp.eu",
         "instructions": "Rename Cart to Basket.",
         "model": "scripted:script.yaml",
+        "model_options": None,
         "tools": ["read_file", "mytools:deploy"],
         "autonomy": "act_with_approval",
         "goals": [
@@ -146,9 +147,15 @@ def test_missing_model(base: Path) -> None:
     assert "required" in field_error(spec(model=_DROP), base, "model")
 
 
-@pytest.mark.parametrize("model", ["gpt-4", "scripted:", "openai:gpt-4", "scripted"])
+@pytest.mark.parametrize("model", ["gpt-4", "scripted:", "gemini:pro", "scripted"])
 def test_unknown_model(base: Path, model: str) -> None:
     assert "scripted:PATH" in field_error(spec(model=model), base, "model")
+
+
+def test_a_providers_model_is_known(base: Path) -> None:
+    s = parse_spec(spec(model="openai:gpt-4"), base)
+    assert s.model == "openai:gpt-4" and s.script is None
+    assert s.model_options is not None and s.model_options["provider"] == "openai"
 
 
 def test_unreadable_script(base: Path) -> None:

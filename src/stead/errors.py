@@ -26,6 +26,9 @@
     ├── GovernanceError           a grant, approval, delegation or message is invalid
     │   └── PolicyError           a policy does not parse, or cannot be evaluated
     ├── ModelError                a model could not produce a decision
+    │   ├── InvalidAnswer         an answer that cannot be acted on (shown back to the model)
+    │   ├── ModelAuthError        the model service refused the API key (401, 403)
+    │   └── ContextTooLong        the request is longer than the model's window
     ├── ResolveError              a person's resolution does not fit the call
     └── DemoError                 ``stead demo`` could not stage its crash  (internal)
 
@@ -43,6 +46,9 @@ happened is known only to a log.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 class SteadError(Exception):
@@ -146,7 +152,45 @@ class PolicyError(GovernanceError):
 
 
 class ModelError(SteadError):
-    """A model could not produce a decision for the rendered context."""
+    """A model could not produce a decision for the rendered context.
+
+    ``attempts`` are the HTTP requests a provider's model made before it gave
+    up (journaled with the failure); empty for a model that makes none.
+    """
+
+    def __init__(self, message: str, *, attempts: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.attempts = list(attempts)
+
+
+class InvalidAnswer(ModelError):
+    """The model answered with nothing the runtime can act on: text and no tool
+    call, an unknown tool, or arguments that do not fit the tool's schema.
+
+    The runtime journals the answer (``answer``) and shows the reason to the
+    model in its next context; after the model's limit of such answers in a row
+    the agent stops in ``needs_attention``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        answer: Mapping[str, Any] | None = None,
+        attempts: Sequence[Any] = (),
+        usage: Mapping[str, float] | None = None,
+    ) -> None:
+        super().__init__(message, attempts=attempts)
+        self.answer = dict(answer) if answer is not None else None
+        self.usage = dict(usage) if usage is not None else None
+
+
+class ModelAuthError(ModelError):
+    """The model service refused the API key (HTTP 401 or 403): a person must fix it."""
+
+
+class ContextTooLong(ModelError):
+    """The model service says the request is longer than the model's context window."""
 
 
 class ResolveError(SteadError):

@@ -291,8 +291,20 @@ def _moved(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.hibernated = None
 
 
+def _answer_refused(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.refused_answers += 1
+    if "usage" in d:  # an answer that could not be used still cost its tokens
+        s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
+    _notice(
+        s,
+        f"your answer at step {d['step']} could not be used: {d['reason']}. "
+        "Answer again, by calling tools",
+    )
+
+
 # the folds of the later kinds (governance and integrity), one function each
 KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
+    Kind.ANSWER_REFUSED: _answer_refused,
     Kind.AUTONOMY_CHANGED: _autonomy_changed,
     Kind.GRANT_ADDED: _grant_added,
     Kind.GRANT_REVOKED: _grant_revoked,

@@ -27,6 +27,7 @@ class Kind(enum.StrEnum):
     ACTIVATION_STARTED = "activation_started"
     WORKSPACE_RESTORED = "workspace_restored"
     DECISION = "decision"
+    ANSWER_REFUSED = "answer_refused"
     TOOL_INTENT = "tool_intent"
     TOOL_RESULT = "tool_result"
     RECONCILED = "reconciled"

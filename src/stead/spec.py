@@ -18,6 +18,7 @@ from .governance.grants import check_valid_for, parse_grant
 from .ids import is_id
 from .integrity.checks import parse_check
 from .integrity.monitor_config import MonitorConfigError, build_monitors
+from .models.options import parse_model
 from .models.scripted import ScriptedModel, read_script
 from .yamlsafe import load_yaml, read_text
 
@@ -71,6 +72,8 @@ class AgentSpec:
     tool_autonomy: dict[str, str] = field(default_factory=dict)
     out_of_scope: str = "refuse"
     monitors: dict[str, Any] | None = None
+    # a provider's model: its checked options (stead.models.options), never a key
+    model_options: dict[str, Any] | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form stored with the agent."""
@@ -79,6 +82,7 @@ class AgentSpec:
             "tenant": self.tenant,
             "instructions": self.instructions,
             "model": self.model,
+            "model_options": self.model_options,
             "tools": list(self.tools),
             "autonomy": self.autonomy,
             "goals": [dict(g) for g in self.goals],
@@ -127,7 +131,9 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     if not is_id(tenant):
         raise _fail("tenant", f"{tenant!r} is not allowed; use letters, digits, '_', '-', '.'")
     instructions = _str(data, "instructions", "")
-    model, script = _parse_model(_str(data, "model"), base)
+    if data.get("model") is None:
+        raise _fail("model", "is required")
+    model, script, model_options = _parse_model(data["model"], base)
 
     tools = _parse_tools(data.get("tools", []))
 
@@ -195,6 +201,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     return AgentSpec(
         name=name,
         model=model,
+        model_options=model_options,
         tenant=tenant,
         instructions=instructions,
         tools=tuple(tools),
@@ -247,21 +254,25 @@ def _parse_tools(tools: Any) -> list[Any]:
     return out
 
 
-def _parse_model(model: str, base: Path) -> tuple[str, list[Any] | None]:
-    kind, _, ref = model.partition(":")
-    if kind != "scripted" or not ref:
-        raise _fail(
-            "model",
-            f"{model!r} is not a model this stead knows; use "
-            "'scripted:PATH' (a YAML list of decisions, relative to the spec)",
-        )
+def _parse_model(model: Any, base: Path) -> tuple[str, list[Any] | None, dict[str, Any] | None]:
+    """``scripted:PATH`` (its decisions read now), or a provider's model and options."""
+    if isinstance(model, str) and model.startswith("program:"):
+        if not is_id(model.partition(":")[2]):
+            raise _fail("model", "'program:NAME' needs a name of letters, digits, '_', '-', '.'")
+        return model, None, None  # the program running the agent passes its Model
+    if not (isinstance(model, str) and model.startswith("scripted:")):
+        options = parse_model(model)  # SpecError naming the field and what is allowed
+        return options.ref, None, options.to_json()
+    ref = model.partition(":")[2]
+    if not ref:
+        raise _fail("model", "'scripted:PATH' needs the path of a YAML list of decisions")
     path = (base / ref).resolve()
     try:
         data = read_script(path, "the script")
         ScriptedModel.from_data(data, str(path))
     except ScriptError as exc:
         raise _fail("model", str(exc)) from None
-    return model, data
+    return model, data, None
 
 
 def _placeholder_rule(event: Any, call: Any) -> None:

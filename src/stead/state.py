@@ -84,6 +84,8 @@ class State:
     # results marked tainted (data flow) and the failed calls since the last success
     tainted: list[int] = field(default_factory=list)
     failed_in_row: int = 0
+    # the model's answers in a row that could not be acted on (reset by a decision)
+    refused_answers: int = 0
     failed_last: list[int] = field(default_factory=list)
     # what the agent waited for when a monitor suspended it, to wait again once cleared
     suspended_wait: dict[str, Any] | None = None
@@ -165,8 +167,10 @@ def apply_in_place(s: State, ev: Event) -> State:
         stuck = s.unknown or s.violations  # only a person's answer frees these
         if s.status in ("created", "running") or (s.status == "needs_attention" and not stuck):
             s.status, s.status_reason = "running", ""
+            s.refused_answers = 0  # a resumed model gets its full allowance again
     elif k == Kind.DECISION:
         s.decisions += 1
+        s.refused_answers = 0
         if "usage" in d:
             s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
         s.inbox = []

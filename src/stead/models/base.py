@@ -66,8 +66,11 @@ class Decision:
     """What a model decided: one or more actions, in order."""
 
     actions: tuple[Mapping[str, Any], ...]
-    # what the model reports it cost, if it does: {"tokens": N, "spend": AMOUNT}
+    # what the model reports it cost, if it does: {"tokens": N, "spend": AMOUNT}, and
+    # for a provider's model the tokens in, out and cached
     usage: Mapping[str, float] | None = None
+    # each HTTP request the decision took (status, latency, error), for the journal
+    attempts: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> list[dict[str, Any]]:
         return [dict(a) for a in self.actions]

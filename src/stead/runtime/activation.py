@@ -263,9 +263,11 @@ class Activation:
         activation, dropped with it; one that cannot be opened is skipped."""
         if self._redactor is None:  # every shape of them derived once, here
             names = {n for t in self.tools.values() for n in t.secrets}
-            self._redactor = Redactor(openable(
+            found = openable(
                 self.vault if names else None, self.record.tenant, self.record.agent_id, names
-            ))  # fmt: skip
+            )
+            # and the key the model sends its provider, from the vault or the environment
+            self._redactor = Redactor({**found, **getattr(self.model, "secrets", {})})
         return self._redactor
 
     def as_recorded(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -23,13 +22,13 @@ from ..errors import (
     ModelError,
     NotFound,
     ResolveError,
+    SecretError,
     SteadError,
     ToolError,
     UsageError,
 )
 from ..ids import check_id, new_id
 from ..integrity.certificates import certifier_for
-from ..integrity.keys import create_keyed
 from ..integrity.monitors import Violation, replay
 from ..integrity.provenance import Graph
 from ..integrity.rollback import RollbackReport, rollback
@@ -51,8 +50,9 @@ from ..store.blobs import BlobStore
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
 from ..tools.registry import load_tools
+from . import creation
 from .activation import LEASE_TTL, Activation, Outcome
-from .authority import AuthorityActions, new_grant
+from .authority import AuthorityActions
 from .groupcommit import GroupCommitter
 from .messages import messenger_for
 from .recovery import recover
@@ -124,57 +124,21 @@ class Runtime(AuthorityActions):
         Call :meth:`check_loads` first unless the caller will hand the agent its
         tools itself (``run(tools=...)``): this only checks the id.
         """
-        agent_id = new_id("ag", self.clock) if agent_id is None else check_id(agent_id, "agent id")
-        record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(), self.clock.now())
-        try:
-            self.store.get_record(agent_id)
-        except NotFound:
-            pass
-        else:
-            raise UsageError(
-                f"an agent with id {agent_id} already exists; choose another id or omit --id"
-            )
-        # Seed into a staging folder and move it into place only once the agent is
-        # stored: a creation killed half-way leaves no agent and no half-seeded
-        # workspace under the agent's name (a stored agent whose folder never
-        # arrived is rebuilt from its manifest's blobs on first run).
-        ws = self.workspace(agent_id, spec.tenant)
-        staging = Workspace(ws.root.with_name(f".new-{agent_id}"), ws.blobs)
-        shutil.rmtree(staging.root, ignore_errors=True)
-        staging.create()
-        if spec.workspace:
-            staging.seed_from(spec.workspace)
-        manifest = staging.scan()
-        created = NewEvent(
-            Kind.AGENT_CREATED,
-            {
-                "name": spec.name,
-                "tenant": spec.tenant,
-                "goals": list(spec.goals),
-                "autonomy": spec.autonomy,
-                "tool_autonomy": dict(spec.tool_autonomy),
-                "out_of_scope": spec.out_of_scope,
-                "tools": list(spec.tools),
-                "model": spec.model,
-                "manifest": manifest,
-                "seeded_from": spec.workspace,
-            },
-        )
-        author = f"spec author {self.person()}"
-        grants = [
-            NewEvent(Kind.GRANT_ADDED, {"grant": new_grant(g, author, self.clock, "spec scope")})
-            for g in _initial_scope(spec)
-        ]
-        try:
-            state = create_keyed(self, record, [created, *grants])
-        except BaseException:
-            shutil.rmtree(staging.root, ignore_errors=True)
-            raise
-        shutil.rmtree(ws.root, ignore_errors=True)  # an orphan of an earlier, killed creation
-        os.replace(staging.root, ws.root)
-        return state
+        return creation.create(self, spec, agent_id)
 
     # -- running --------------------------------------------------------------
+
+    def _model_key(self, record: AgentRecord) -> Callable[[str], str | None]:
+        """Opens the vault secret holding a provider's API key (the agent's, else its
+        tenant's); None without a vault key, so the worker's environment is tried."""
+
+        def lookup(name: str) -> str | None:
+            try:
+                return self.vault().get(record.tenant, record.agent_id, name)
+            except SecretError:
+                return None
+
+        return lookup
 
     def tools_for(self, record: AgentRecord) -> dict[str, Tool]:
         return load_tools(record.spec.get("tools", []), [record.spec.get("base_dir", ".")])
@@ -201,7 +165,7 @@ class Runtime(AuthorityActions):
             self.store,
             record,
             self.workspace(agent_id, record.tenant),
-            model or model_for(record.spec),
+            model or model_for(record.spec, self._model_key(record)),
             tools if tools is not None else self.tools_for(record),
             self.clock,
             lease_ttl=self.lease_ttl,
@@ -222,6 +186,8 @@ class Runtime(AuthorityActions):
             return Outcome(act.state, steps, restored)
         finally:
             act.release()
+            if model is None:  # built here: its connections end with the activation
+                getattr(act.model, "close", lambda: None)()
 
     # -- people's inputs --------------------------------------------------------
 
@@ -465,25 +431,6 @@ class _NoModel:
 
     def decide(self, context: RenderedContext) -> Decision:
         raise ModelError("a person's input never asks a model")
-
-
-def _initial_scope(spec: AgentSpec) -> list[dict[str, Any]]:
-    """The spec's scope; when it gives none, every tool it lists, unconstrained; and when
-    it lists no tools either, every tool the runtime gives the agent (one grant, ``*``)."""
-    if spec.scope is not None:
-        return [dict(g) for g in spec.scope]
-    if not spec.tools:
-        return [{"tool": "*", "reason": "the spec names no tools and no scope"}]
-    names = set()
-    for entry in spec.tools:
-        ref = entry["tool"] if isinstance(entry, dict) else str(entry)
-        try:
-            names |= set(load_tools([entry], [spec.base_dir]))
-        except ToolError:
-            # a tool only the embedding program provides (Runtime.run(tools=...)):
-            # granted by the name the spec gives it
-            names.add(ref.rpartition(":")[2])
-    return [{"tool": name, "reason": "listed in the spec"} for name in sorted(names)]
 
 
 def person() -> str:

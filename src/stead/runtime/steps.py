@@ -11,10 +11,10 @@ requests (a quarantine) and flushes what has waited too long.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelError
+from ..errors import InvalidAnswer, ModelError
 from ..ids import new_id
 from ..journal import Kind
 from .governed import is_escalation
@@ -27,6 +27,9 @@ MAX_UNFLUSHED_SECONDS = 1.0
 """Flush before asking the model once this long has passed since the last flush."""
 SIGNAL_SECONDS = 0.5
 """How often a running activation looks for people's requests (a quarantine)."""
+DEFAULT_INVALID_ANSWERS = 3
+"""Unusable answers in a row after which a model that does not say otherwise stops."""
+TOKEN_DETAIL = ("input_tokens", "output_tokens", "cached_tokens")
 
 
 def run_steps(act: Activation, max_steps: int | None = None) -> int:
@@ -48,6 +51,8 @@ def run_steps(act: Activation, max_steps: int | None = None) -> int:
             if not decide(act):
                 break
             made += 1
+            if act.state.inflight is None:
+                continue  # the answer was refused: the model is asked again
         execute_inflight(act)
     if act.watch is not None:
         act.watch.end_session()  # committed with the activation's last events
@@ -85,11 +90,14 @@ def decide(act: Activation) -> bool:
     context = act.renderer.render(act.state)
     try:
         decision = act.model.decide(context)
+    except InvalidAnswer as exc:
+        return refuse_answer(act, context.hash, exc)
     except ModelError as exc:
         act.emit(
             Kind.STATUS_CHANGED,
             status="needs_attention",
             reason=f"model {act.model.name} gave no decision: {exc}",
+            **_attempts(exc.attempts),
         )
         act.flush()
         return False
@@ -107,11 +115,49 @@ def decide(act: Activation) -> bool:
         # provenance: the results this decision's context showed
         context_events=[c["seq"] for c in act.state.recent_calls if "seq" in c],
         **_usage(act, decision.usage),
+        **_attempts(decision.attempts),
     )
     # not flushed yet: it is committed with the first intent, before any effect.
     # A monitor may have suspended the agent on this very decision (a budget it
     # crosses): then none of its actions run until a person clears that.
     return act.state.status == "running"
+
+
+def refuse_answer(act: Activation, context_hash: str, exc: InvalidAnswer) -> bool:
+    """Journal an answer that cannot be acted on; the model is shown why next time.
+
+    After the model's limit of such answers in a row (``invalid_answers``,
+    default 3) the agent stops in ``needs_attention``, saying why. Returns True
+    while the model may be asked again.
+    """
+    act.emit(
+        Kind.ANSWER_REFUSED,
+        step=act.state.decisions + 1,
+        context_hash=context_hash,
+        model=act.model.name,
+        reason=str(exc),
+        answer=exc.answer,
+        **_usage(act, exc.usage),
+        **_attempts(exc.attempts),
+    )
+    limit = int(getattr(act.model, "invalid_answers", DEFAULT_INVALID_ANSWERS))
+    if act.state.refused_answers >= limit:
+        act.emit(
+            Kind.STATUS_CHANGED,
+            status="needs_attention",
+            reason=f"model {act.model.name} gave {act.state.refused_answers} answers in a row "
+            f"that could not be used (the last: {exc}); change the model or the instructions, "
+            f"then `stead resume {act.record.agent_id}`",
+        )
+    act.flush()
+    return act.state.status == "running"
+
+
+def _attempts(attempts: Sequence[Any]) -> dict[str, Any]:
+    """Each HTTP request a model made, as journaled (nothing for an offline model)."""
+    if not attempts:
+        return {}
+    return {"attempts": [a if isinstance(a, Mapping) else a.to_json() for a in attempts]}
 
 
 def _usage(act: Activation, usage: Mapping[str, float] | None) -> dict[str, Any]:
@@ -121,10 +167,12 @@ def _usage(act: Activation, usage: Mapping[str, float] | None) -> dict[str, Any]
     tokens = float(usage.get("tokens", 0))
     spend = float(usage.get("spend", 0))
     totals = act.state.usage
+    detail = {k: float(usage[k]) for k in TOKEN_DETAIL if k in usage}
     return {
         "usage": {
             "tokens": tokens,
             "spend": spend,
+            **detail,
             "total_tokens": totals.get("tokens", 0) + tokens,
             "total_spend": totals.get("spend", 0) + spend,
         }

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
 from ..canonical import dumps
 from ..errors import ToolError
 from ..sandbox.base import WORKSPACE_INSIDE, Limits, RunResult, Sandbox
@@ -136,9 +139,13 @@ class Tool:
     compensate: CompensateHook | None = None
     secrets: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
+    # a schema given with the declaration, checked in full (jsonschema) at each call
+    explicit_schema: bool = False
 
     def call(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         check_args(self, args)
+        if self.explicit_schema:
+            check_schema_args(self, args)
         if self.wants_ctx:
             return self.func(**args, ctx=ctx)
         return self.func(**args)
@@ -179,6 +186,7 @@ def tool(
     compensate: CompensateHook | None = ...,
     secrets: Sequence[str] = ...,
     env: Sequence[str] = ...,
+    schema: Mapping[str, Any] | None = ...,
 ) -> Callable[[F], F]: ...
 
 
@@ -192,6 +200,7 @@ def tool(
     compensate: CompensateHook | None = None,
     secrets: Sequence[str] = (),
     env: Sequence[str] = (),
+    schema: Mapping[str, Any] | None = None,
 ) -> F | Callable[[F], F]:
     """Declare a function as a stead tool.
 
@@ -199,8 +208,11 @@ def tool(
     safe default). ``secrets`` names the vault secrets the tool needs; only
     those reach it, in ``ctx.secrets``. ``env`` names variables of the
     worker's environment the tool may see, in ``ctx.env`` (commands it runs
-    get them too). The function is returned unchanged, with its declaration
-    attached, so it stays callable and testable as ordinary Python.
+    get them too). ``schema`` is the JSON schema of the arguments (an object
+    schema), for a tool whose signature cannot say it all (enums, patterns,
+    nested objects); without it the schema is read from the signature. The
+    function is returned unchanged, with its declaration attached, so it stays
+    callable and testable as ordinary Python.
     """
 
     def wrap(f: F) -> F:
@@ -215,6 +227,7 @@ def tool(
                 compensate=compensate,
                 secrets=secrets,
                 env=env,
+                schema=schema,
             ),
         )
         return f
@@ -231,6 +244,7 @@ def make_tool(
     compensate: CompensateHook | None = None,
     secrets: Sequence[str] = (),
     env: Sequence[str] = (),
+    schema: Mapping[str, Any] | None = None,
 ) -> Tool:
     try:
         eff = Effect(effect)
@@ -244,14 +258,41 @@ def make_tool(
         name=name or func.__name__,
         func=func,
         effect=eff,
-        schema=schema_for(func),
+        schema=schema_for(func) if schema is None else _explicit(name or func.__name__, schema),
         description=inspect.getdoc(func) or "",
         wants_ctx="ctx" in params,
         reconcile=reconcile,
         compensate=compensate,
         secrets=tuple(secrets),
         env=tuple(env),
+        explicit_schema=schema is not None,
     )
+
+
+def _explicit(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A declared argument schema, checked now: an object schema that jsonschema accepts."""
+    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
+        raise ToolError(f"tool {name}: its schema must be a JSON object schema")
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        raise ToolError(
+            f"tool {name}: its schema is not a valid JSON schema: {exc.message}"
+        ) from None
+    return {
+        **schema,
+        "type": "object",
+        "properties": dict(schema.get("properties") or {}),
+        "required": list(schema.get("required") or []),
+    }
+
+
+def check_schema_args(t: Tool, args: Mapping[str, Any]) -> None:
+    """Refuse arguments the tool's declared schema does not admit, saying where."""
+    error = next(iter(Draft202012Validator(dict(t.schema)).iter_errors(dict(args))), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "its arguments"
+        raise ToolError(f"tool {t.name}: {where}: {error.message}")
 
 
 def declared_tool(obj: Any) -> Tool | None:

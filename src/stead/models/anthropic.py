@@ -1,0 +1,77 @@
+"""The Anthropic messages wire format.
+
+``POST {base_url}/messages`` with the agent's tools (``input_schema``) and
+``tool_choice: any``, so the model must call one; the answer's ``tool_use``
+blocks are the decision. The system part carries a cache breakpoint, so the
+provider's prompt cache serves what does not change between steps; the cached
+tokens it reports are journaled with the decision's usage.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import InvalidAnswer
+from .actions import ToolCall, ToolSpec
+from .base import RenderedContext
+from .provider import SYSTEM_PROMPT, ProviderModel
+
+API_VERSION = "2023-06-01"
+
+
+class AnthropicModel(ProviderModel):
+    service = "the Anthropic service"
+
+    def endpoint(self) -> str:
+        return f"{self.options.base_url}/messages"
+
+    def headers(self) -> dict[str, str]:
+        out = {"anthropic-version": API_VERSION}
+        if self._key:
+            out["x-api-key"] = self._key
+        return out
+
+    def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.options.name,
+            "max_tokens": self.options.max_tokens,
+            "system": [
+                {"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}
+            ],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": context.text}]}],
+            "tools": [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": dict(t.parameters) or {"type": "object"},
+                }
+                for t in tools
+            ],
+            "tool_choice": {"type": "any"},
+        }
+        if self.options.temperature is not None:
+            body["temperature"] = min(self.options.temperature, 1.0)
+        return body
+
+    def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
+        usage = body.get("usage") or {}
+        cached = int(usage.get("cache_read_input_tokens") or 0)
+        tokens = {
+            # input_tokens counts only what was neither read from nor written to the cache
+            "input": int(usage.get("input_tokens") or 0)
+            + cached
+            + int(usage.get("cache_creation_input_tokens") or 0),
+            "output": int(usage.get("output_tokens") or 0),
+            "cached": cached,
+        }
+        blocks = body["content"]
+        text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+        if body.get("stop_reason") == "refusal":
+            raise InvalidAnswer(f"you refused: {text[:500]}")
+        calls = [
+            ToolCall(str(b["id"]), str(b["name"]), json.dumps(b.get("input", {})))
+            for b in blocks
+            if b.get("type") == "tool_use"
+        ]
+        return calls, text, tokens

@@ -1,0 +1,176 @@
+"""Asking a model service over HTTP: one request, retried as the service asks.
+
+Both wire formats are JSON over HTTP, spoken with ``httpx`` directly (see
+docs/models.md for why not the providers' SDKs): so every attempt is ours to
+time, retry and journal. :func:`post_json` sends one request and:
+
+* retries 429 and 5xx answers, timeouts and refused or dropped connections, up
+  to ``max_retries`` times, waiting an exponential backoff with jitter (from
+  the activation's seeded random generator) or what ``Retry-After`` asks, never
+  longer than :data:`MAX_WAIT_SECONDS` at once;
+* raises :class:`~stead.errors.ModelAuthError` for 401 and 403 (a person must
+  fix the key), :class:`~stead.errors.ContextTooLong` for an answer saying the
+  request does not fit the model's window, and
+  :class:`~stead.errors.ModelError` for anything else it cannot use, with the
+  start of the service's own words;
+* records every attempt (:class:`Attempt`: status, latency, error), which the
+  runtime journals with the decision, or with the failure.
+
+Nothing here journals or keeps anything between calls: a model is stateless.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from ..errors import ContextTooLong, ModelAuthError, ModelError
+
+MAX_WAIT_SECONDS = 60.0
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""A model service's answer larger than this is refused, not parsed."""
+_RETRIED = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+_TOO_LONG = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One request to a model service: how it went and how long it took."""
+
+    status: int | None
+    latency_ms: float
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "latency_ms": round(self.latency_ms, 1)}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What one :func:`post_json` did: the attempts, and the answer's JSON."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    body: Any = None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _words(response: httpx.Response) -> str:
+    """The start of what the service said, for a person (never the request: no key)."""
+    text = response.text[:400].strip()
+    return " ".join(text.split()) or f"HTTP {response.status_code}"
+
+
+def _too_long(response: httpx.Response) -> bool:
+    if response.status_code not in (400, 413, 422):
+        return False
+    lowered = response.text[:4000].lower()
+    return any(marker in lowered for marker in _TOO_LONG)
+
+
+def post_json(
+    client: httpx.Client,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    *,
+    service: str,
+    max_retries: int,
+    rng: random.Random,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Exchange:
+    """POST ``body`` as JSON and return the answer's JSON, retrying as described above."""
+    exchange = Exchange()
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    for attempt in range(max_retries + 1):
+        started = time.perf_counter()
+        wait: float | None = None
+        try:
+            response = client.post(url, headers={**headers, "content-type": "application/json"},
+                                   content=payload)  # fmt: skip
+        except httpx.TimeoutException:
+            exchange.attempts.append(Attempt(None, _ms(started), "timed out"))
+        except httpx.TransportError as exc:
+            exchange.attempts.append(Attempt(None, _ms(started), f"connection failed: {exc}"))
+        else:
+            took = _ms(started)
+            status = response.status_code
+            if 200 <= status < 300:
+                exchange.attempts.append(Attempt(status, took))
+                exchange.body = _json(response, service)
+                return exchange
+            words = _words(response)
+            exchange.attempts.append(Attempt(status, took, words[:200]))
+            if status in (401, 403):
+                raise ModelAuthError(
+                    f"{service} refused the API key (HTTP {status}: {words}); put a valid key "
+                    "in the vault (`stead secret set`) or the worker's environment, then "
+                    "`stead resume` the agent",
+                    attempts=exchange.attempts,
+                )
+            if _too_long(response):
+                raise ContextTooLong(
+                    f"{service} says the request is longer than the model's window: {words}",
+                    attempts=exchange.attempts,
+                )
+            if status not in _RETRIED:
+                raise ModelError(
+                    f"{service} answered HTTP {status}: {words}", attempts=exchange.attempts
+                )
+            wait = _retry_after(response)
+        if attempt == max_retries:
+            break
+        if wait is None:
+            wait = min(MAX_WAIT_SECONDS, 0.5 * 2**attempt) * (0.5 + rng.random() / 2)
+        sleep(min(wait, MAX_WAIT_SECONDS))
+    last = exchange.attempts[-1]
+    raise ModelError(
+        f"{service} gave no answer after {len(exchange.attempts)} attempts (last: "
+        f"{'HTTP ' + str(last.status) if last.status else last.error}); it is retried "
+        "when the agent is resumed",
+        attempts=exchange.attempts,
+    )
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1e3
+
+
+def _json(response: httpx.Response, service: str) -> Any:
+    if len(response.content) > MAX_ANSWER_BYTES:
+        raise ModelError(f"{service} sent an answer of {len(response.content)} bytes; refused")
+    try:
+        return response.json()
+    except ValueError:
+        raise ModelError(
+            f"{service} answered with something that is not JSON: {_words(response)[:200]}"
+        ) from None

@@ -1,0 +1,68 @@
+"""The OpenAI chat-completions wire format (OpenAI, Ollama, vLLM, llama.cpp, LiteLLM...).
+
+``POST {base_url}/chat/completions`` with the agent's tools as ``function``
+tools; the answer's ``tool_calls`` are the decision. A refusal
+(``message.refusal``) or an answer with no tool call is an unusable answer,
+shown back to the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidAnswer
+from .actions import ToolCall, ToolSpec
+from .base import RenderedContext
+from .provider import SYSTEM_PROMPT, ProviderModel
+
+
+class OpenAIModel(ProviderModel):
+    service = "the OpenAI-compatible service"
+
+    def endpoint(self) -> str:
+        return f"{self.options.base_url}/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._key}"} if self._key else {}
+
+    def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.options.name,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": context.text},
+            ],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters) or {"type": "object"},
+                    },
+                }
+                for t in tools
+            ],
+            "max_tokens": self.options.max_tokens,
+        }
+        if self.options.temperature is not None:
+            body["temperature"] = self.options.temperature
+        return body
+
+    def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
+        message = body["choices"][0]["message"]
+        usage = body.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        tokens = {
+            "input": int(usage.get("prompt_tokens") or 0),
+            "output": int(usage.get("completion_tokens") or 0),
+            "cached": int(details.get("cached_tokens") or 0),
+        }
+        if message.get("refusal"):
+            raise InvalidAnswer(f"you refused: {str(message['refusal'])[:500]}")
+        calls = [
+            ToolCall(str(c["id"]), str(c["function"]["name"]), str(c["function"]["arguments"]))
+            for c in message.get("tool_calls") or []
+            if c.get("type", "function") == "function"
+        ]
+        return calls, str(message.get("content") or ""), tokens

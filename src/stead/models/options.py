@@ -1,0 +1,148 @@
+"""What a spec's ``model`` says: a provider, a model name, and how to reach it.
+
+A spec names its model in one of two forms::
+
+    model: scripted:script.yaml          # offline decisions from a file
+    model: openai:gpt-4o-mini            # a provider and a model name
+    model: anthropic:claude-sonnet-4-5
+    model:                               # the same, with options
+      provider: openai                   # openai (the chat-completions wire format,
+      name: llama3.1                     #   also Ollama, vLLM, llama.cpp, LiteLLM...)
+      base_url: http://127.0.0.1:11434/v1  # or anthropic
+      api_key_secret: OLLAMA_KEY         # vault secret (or worker variable) holding the key
+      max_tokens: 2048
+      temperature: 0.2
+      context_window: 32768
+      timeout: 120                       # seconds per request
+      max_retries: 4                     # 429, 5xx and timeouts, with backoff
+      invalid_answers: 3                 # unusable answers in a row before a person is asked
+
+:func:`parse_model` checks all of it, so a bad option is refused when the spec
+is read, before anything is stored; the checked options are stored with the
+agent as plain JSON (never a key: only the name of the secret that holds it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import SpecError
+
+PROVIDERS = ("openai", "anthropic")
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com/v1",
+}
+DEFAULT_KEY_SECRETS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
+_SECRET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_KEYS = (
+    "provider",
+    "name",
+    "base_url",
+    "api_key_secret",
+    "max_tokens",
+    "temperature",
+    "context_window",
+    "timeout",
+    "max_retries",
+    "invalid_answers",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """A provider's model, as a spec names it, checked."""
+
+    provider: str
+    name: str
+    base_url: str
+    api_key_secret: str
+    max_tokens: int = 4096
+    temperature: float | None = None
+    context_window: int = 128_000
+    timeout: float = 120.0
+    max_retries: int = 4
+    invalid_answers: int = 3
+    """Unusable answers in a row (text only, an unknown tool, bad arguments)
+    after which the agent stops in ``needs_attention``."""
+
+    @property
+    def ref(self) -> str:
+        """The short form, ``provider:name``, as journaled with each decision."""
+        return f"{self.provider}:{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _fail(problem: str) -> SpecError:
+    return SpecError(f"spec field 'model': {problem}")
+
+
+def _number(data: Mapping[str, Any], key: str, low: float, high: float, *, integer: bool) -> Any:
+    value = data[key]
+    fits = isinstance(value, int | float) and not isinstance(value, bool)
+    if integer and not isinstance(value, int):
+        fits = False
+    if not fits or not low <= value <= high:
+        what = "a whole number" if integer else "a number"
+        raise _fail(f"'{key}' must be {what} from {low:g} to {high:g}, got {value!r}")
+    return value if integer else float(value)
+
+
+def parse_model(value: Any) -> ModelOptions:
+    """The options of a provider's model, from ``provider:name`` or a mapping."""
+    if isinstance(value, str):
+        kind, _, named = value.partition(":")
+        data: dict[str, Any] = {"provider": kind, "name": named}
+    elif isinstance(value, Mapping):
+        data = dict(value)
+    else:
+        raise _fail(f"must be text such as 'openai:MODEL' or a mapping, got {type(value).__name__}")
+    unknown = sorted(str(k) for k in data if k not in _KEYS)
+    if unknown:
+        raise _fail(f"'{unknown[0]}' is not a model option; the options are {', '.join(_KEYS)}")
+    provider = str(data.get("provider"))
+    if provider not in PROVIDERS:
+        raise _fail(
+            f"provider {data.get('provider')!r} is not one this stead speaks; use "
+            f"{', '.join(PROVIDERS)} (openai also covers Ollama, vLLM, llama.cpp, LiteLLM "
+            "and other servers of its wire format), scripted:PATH, or program:NAME for a "
+            "model the program running the agent passes to Runtime.run"
+        )
+    name: Any = data.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail(f"the model name {name!r} is missing or not a model name")
+    base_url: Any = data.get("base_url", DEFAULT_BASE_URLS[provider])
+    parts = urlsplit(base_url) if isinstance(base_url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _fail(f"base_url {base_url!r} is not an http:// or https:// URL")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise _fail("base_url must not carry credentials, a query or a fragment")
+    secret: Any = data.get("api_key_secret", DEFAULT_KEY_SECRETS[provider])
+    if not isinstance(secret, str) or not _SECRET.match(secret):
+        raise _fail(f"api_key_secret {secret!r} is not a secret name (letters, digits and '_')")
+    opts: dict[str, Any] = {}
+    if "max_tokens" in data:
+        opts["max_tokens"] = _number(data, "max_tokens", 1, 1_000_000, integer=True)
+    if data.get("temperature") is not None:
+        opts["temperature"] = _number(data, "temperature", 0, 2, integer=False)
+    if "context_window" in data:
+        opts["context_window"] = _number(data, "context_window", 512, 10_000_000, integer=True)
+    if "timeout" in data:
+        opts["timeout"] = _number(data, "timeout", 1, 3600, integer=False)
+    if "max_retries" in data:
+        opts["max_retries"] = _number(data, "max_retries", 0, 10, integer=True)
+    if "invalid_answers" in data:
+        opts["invalid_answers"] = _number(data, "invalid_answers", 1, 100, integer=True)
+    return ModelOptions(provider, name, base_url.rstrip("/"), secret, **opts)
+
+
+def options_from_record(record: Mapping[str, Any]) -> ModelOptions:
+    """The options stored with an agent (checked again: the store is outside input)."""
+    return parse_model(record)

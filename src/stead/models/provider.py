@@ -1,0 +1,139 @@
+"""A model behind a provider's HTTP API: what both wire formats share.
+
+:class:`ProviderModel` renders one request from a :class:`RenderedContext`
+(deterministically: the same context gives the same bytes), sends it with
+:func:`stead.models.http.post_json`, and turns the answer's tool calls into a
+:class:`Decision` through :mod:`stead.models.actions`. The subclasses
+(:mod:`.openai`, :mod:`.anthropic`) know only their wire format.
+
+A decision carries what it cost (``usage``: tokens in, out and cached, and the
+spend from :mod:`.prices`) and every HTTP attempt it took (``attempts``), which
+the runtime journals with it. The model keeps nothing between calls, so a
+resumed agent, or one whose model was swapped, is simply asked again.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from ..errors import InvalidAnswer, ModelError
+from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
+from .base import Decision, RenderedContext
+from .http import Exchange, post_json
+from .options import ModelOptions
+from .prices import spend_of
+
+SYSTEM_PROMPT = (
+    "You are an autonomous agent run by stead, a durable agent runtime. Each turn "
+    "you are shown your instructions, goals, memory, recent tool calls and notices, "
+    "and you act only by calling tools: your own tools, and the runtime's actions "
+    "(remember, push_goal, complete_goal, finish, wait_for_input, wait, send_message, "
+    "delegate). Call several tools in one answer when they do not depend on each "
+    "other's results. Call finish with a summary when the whole task is done; a "
+    "claim that is not true is rejected and shown to you."
+)
+
+
+class ProviderModel:
+    """A provider's model, asked over HTTP; stateless between decisions."""
+
+    service = "the model service"
+
+    def __init__(
+        self,
+        options: ModelOptions,
+        api_key: str | None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.options = options
+        self.name = options.ref
+        self.invalid_answers = options.invalid_answers
+        # the key this model sends: redacted from everything the agent journals
+        self.secrets: dict[str, str] = {options.api_key_secret: api_key} if api_key else {}
+        self._key = api_key
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(options.timeout, connect=min(options.timeout, 10.0)),
+            transport=transport,
+            follow_redirects=False,
+        )
+        self._rng = rng or random.Random(os.urandom(16))
+        self._sleep = sleep
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- what a wire format fills in ------------------------------------------------
+
+    def endpoint(self) -> str:
+        raise NotImplementedError
+
+    def headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
+        """The tool calls, the text, and the token counts (in, out, cached) of an answer."""
+        raise NotImplementedError
+
+    # -- the decision ---------------------------------------------------------------
+
+    def decide(self, context: RenderedContext) -> Decision:
+        tools = offered_tools(context)
+        kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
+        exchange: Exchange = post_json(
+            self._client,
+            self.endpoint(),
+            self.headers(),
+            self.request(context, tools),
+            service=f"{self.service} at {self.options.base_url}",
+            max_retries=self.options.max_retries,
+            rng=self._rng,
+            **kwargs,
+        )
+        attempts = tuple(a.to_json() for a in exchange.attempts)
+        try:
+            calls, text, tokens = self.read_answer(exchange.body)
+        except InvalidAnswer as exc:  # a refusal
+            raise InvalidAnswer(str(exc), attempts=exchange.attempts) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            raise ModelError(
+                f"{self.service} sent an answer that is not in its wire format",
+                attempts=exchange.attempts,
+            ) from None
+        usage = self.usage(tokens)
+        try:
+            actions = actions_from_calls(calls, tools)
+        except InvalidAnswer as exc:
+            raise InvalidAnswer(
+                str(exc), answer=_answer_of(calls, text), attempts=exchange.attempts, usage=usage
+            ) from None
+        return Decision(tuple(actions), usage=usage, attempts=attempts)
+
+    def usage(self, tokens: Mapping[str, int]) -> dict[str, float]:
+        """Tokens in, out and cached, and what they cost at the model's price."""
+        inp, out, cached = tokens.get("input", 0), tokens.get("output", 0), tokens.get("cached", 0)
+        return {
+            "tokens": float(inp + out),
+            "input_tokens": float(inp),
+            "output_tokens": float(out),
+            "cached_tokens": float(cached),
+            "spend": spend_of(self.options.provider, self.options.name, inp, out, cached),
+        }
+
+
+def _answer_of(calls: list[ToolCall], text: str) -> dict[str, Any]:
+    """What the model answered, for the journal and for its next context (bounded)."""
+    return {
+        "text": text[:2000],
+        "calls": [{"name": c.name[:200], "arguments": c.arguments[:2000]} for c in calls[:20]],
+    }

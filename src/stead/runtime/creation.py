@@ -1,0 +1,103 @@
+"""Creating an agent: its id, its first events and grants, its seeded workspace.
+
+Creation is all or nothing: the workspace is seeded in a staging folder and
+moved into place only once the agent is stored, and the agent's identity key
+and first anchor are stored in the same transaction as its first events
+(:func:`stead.integrity.keys.create_keyed`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFound, ToolError, UsageError
+from ..ids import check_id, new_id
+from ..integrity.keys import create_keyed
+from ..journal import Kind, NewEvent
+from ..sandbox.workspace import Workspace
+from ..spec import AgentSpec
+from ..state import State
+from ..store.base import AgentRecord
+from ..tools.registry import load_tools
+from .authority import new_grant
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+def create(rt: Runtime, spec: AgentSpec, agent_id: str | None = None) -> State:
+    """Create an agent from a validated spec; seed its workspace; journal it.
+
+    Call :meth:`check_loads` first unless the caller will hand the agent its
+    tools itself (``run(tools=...)``): this only checks the id.
+    """
+    agent_id = new_id("ag", rt.clock) if agent_id is None else check_id(agent_id, "agent id")
+    record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(), rt.clock.now())
+    try:
+        rt.store.get_record(agent_id)
+    except NotFound:
+        pass
+    else:
+        raise UsageError(
+            f"an agent with id {agent_id} already exists; choose another id or omit --id"
+        )
+    # Seed into a staging folder and move it into place only once the agent is
+    # stored: a creation killed half-way leaves no agent and no half-seeded
+    # workspace under the agent's name (a stored agent whose folder never
+    # arrived is rebuilt from its manifest's blobs on first run).
+    ws = rt.workspace(agent_id, spec.tenant)
+    staging = Workspace(ws.root.with_name(f".new-{agent_id}"), ws.blobs)
+    shutil.rmtree(staging.root, ignore_errors=True)
+    staging.create()
+    if spec.workspace:
+        staging.seed_from(spec.workspace)
+    manifest = staging.scan()
+    created = NewEvent(
+        Kind.AGENT_CREATED,
+        {
+            "name": spec.name,
+            "tenant": spec.tenant,
+            "goals": list(spec.goals),
+            "autonomy": spec.autonomy,
+            "tool_autonomy": dict(spec.tool_autonomy),
+            "out_of_scope": spec.out_of_scope,
+            "tools": list(spec.tools),
+            "model": spec.model,
+            "manifest": manifest,
+            "seeded_from": spec.workspace,
+        },
+    )
+    author = f"spec author {rt.person()}"
+    grants = [
+        NewEvent(Kind.GRANT_ADDED, {"grant": new_grant(g, author, rt.clock, "spec scope")})
+        for g in _initial_scope(spec)
+    ]
+    try:
+        state = create_keyed(rt, record, [created, *grants])
+    except BaseException:
+        shutil.rmtree(staging.root, ignore_errors=True)
+        raise
+    shutil.rmtree(ws.root, ignore_errors=True)  # an orphan of an earlier, killed creation
+    os.replace(staging.root, ws.root)
+    return state
+
+
+def _initial_scope(spec: AgentSpec) -> list[dict[str, Any]]:
+    """The spec's scope; when it gives none, every tool it lists, unconstrained; and when
+    it lists no tools either, every tool the runtime gives the agent (one grant, ``*``)."""
+    if spec.scope is not None:
+        return [dict(g) for g in spec.scope]
+    if not spec.tools:
+        return [{"tool": "*", "reason": "the spec names no tools and no scope"}]
+    names = set()
+    for entry in spec.tools:
+        ref = entry["tool"] if isinstance(entry, dict) else str(entry)
+        try:
+            names |= set(load_tools([entry], [spec.base_dir]))
+        except ToolError:
+            # a tool only the embedding program provides (Runtime.run(tools=...)):
+            # granted by the name the spec gives it
+            names.add(ref.rpartition(":")[2])
+    return [{"tool": name, "reason": "listed in the spec"} for name in sorted(names)]

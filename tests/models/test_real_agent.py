@@ -1,0 +1,186 @@
+"""An agent driven by a provider's model over HTTP, through the whole runtime.
+
+The model is a fake server of each wire format on 127.0.0.1; everything else
+(the spec, the vault, the store, the sandboxed tools, the journal) is real.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stead import FakeClock, Kind, Runtime, parse_spec
+from stead.store.sqlite import SqliteStore
+
+from .fake_servers import FakeServer
+from .test_providers import error, text_answer, tool_answer
+
+KEY = "sk-live-4f1c9a7e2b8d6035"
+VAULT_KEY = os.urandom(32)
+PROVIDERS = ["openai", "anthropic"]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as s:
+        yield s
+
+
+def runtime(tmp_path: Path) -> Runtime:
+    return Runtime(
+        SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(), secret_key=VAULT_KEY
+    )
+
+
+def agent(rt: Runtime, tmp_path: Path, provider: str, url: str, **model: Any) -> str:
+    secret = f"{provider.upper()}_API_KEY"
+    rt.vault().set("default", secret, KEY, at=rt.clock.now())
+    spec = {
+        "name": "writer",
+        "instructions": "Write hello.txt, read it back, then finish.",
+        "model": {"provider": provider, "name": "m-1", "base_url": url, **model},
+        "tools": ["write_file", "read_file"],
+    }
+    return rt.create(parse_spec(spec, tmp_path)).agent_id
+
+
+def kinds(rt: Runtime, agent_id: str, kind: str) -> list[dict[str, Any]]:
+    return [dict(e.data) for e in rt.store.read_events(agent_id) if e.kind == kind]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_real_agent_runs_to_its_finish_with_cost_and_attempts_journaled(
+    tmp_path: Path, server: FakeServer, provider: str
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = agent(rt, tmp_path, provider, server.url)
+    busy = error(provider, 429, "slow down")
+    busy.headers = {"retry-after": "0"}
+    server.queue(
+        tool_answer(provider, ("write_file", {"path": "hello.txt", "content": "hello " + KEY})),
+        busy,
+        tool_answer(provider, ("read_file", {"path": "hello.txt"})),
+        tool_answer(provider, ("finish", {"summary": "wrote and read hello.txt"})),
+    )
+    outcome = rt.run(agent_id)
+    assert outcome.state.status == "completed", outcome.state.status_reason
+    assert (rt.workspace(agent_id, "default").root / "hello.txt").read_text().startswith("hello")
+    decisions = kinds(rt, agent_id, Kind.DECISION)
+    assert [d["model"] for d in decisions] == [f"{provider}:m-1"] * 3
+    assert [a["status"] for a in decisions[1]["attempts"]] == [429, 200]
+    assert decisions[-1]["usage"]["total_tokens"] == 3 * 120
+    assert decisions[-1]["usage"]["input_tokens"] == 100
+    # what the model was shown of the file it wrote came back redacted, and the key
+    # it authenticates with went in a header, never in a body
+    assert all(KEY not in str(s.body) for s in server.seen[1:])
+    auth = "authorization" if provider == "openai" else "x-api-key"
+    assert all(KEY in s.headers[auth] for s in server.seen)
+    rt.close()
+    # the key is nowhere in the database or the blobs
+    for path in [tmp_path / "s.db", *(tmp_path / "data").rglob("*")]:
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_unusable_answers_are_shown_back_then_stop_the_agent(
+    tmp_path: Path, server: FakeServer, provider: str
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = agent(rt, tmp_path, provider, server.url, invalid_answers=3)
+    server.queue(
+        text_answer(provider, "Sure, I will write the file."),
+        tool_answer(provider, ("write_file", {"path": "hello.txt", "content": "hi"})),
+        text_answer(provider, "Done!"),
+        tool_answer(provider, ("no_such_tool", {})),
+        tool_answer(provider, ("read_file", {"path": 7})),
+    )
+    state = rt.run(agent_id).state
+    assert state.status == "needs_attention"
+    assert "gave 3 answers in a row that could not be used" in state.status_reason
+    refused = kinds(rt, agent_id, Kind.ANSWER_REFUSED)
+    assert [r["reason"][:30] for r in refused] == [
+        "your answer called no tool; ev",
+        "your answer called no tool; ev",
+        "there is no tool 'no_such_tool",
+        "the arguments of your call of ",
+    ]
+    assert refused[0]["answer"]["text"] == "Sure, I will write the file."
+    # the refusal was in the very next request the model got
+    text = str(server.seen[1].body)
+    assert "could not be used: your answer called no tool" in text
+    # a decision in between reset the count: 1 refused, 1 decision, then 3 in a row
+    assert len(kinds(rt, agent_id, Kind.DECISION)) == 1
+    rt.close()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_refused_key_stops_the_agent_saying_what_to_do(
+    tmp_path: Path, server: FakeServer, provider: str
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = agent(rt, tmp_path, provider, server.url)
+    server.queue(error(provider, 401, "invalid x-api-key"))
+    state = rt.run(agent_id).state
+    assert state.status == "needs_attention"
+    assert "refused the API key" in state.status_reason
+    assert "stead secret set" in state.status_reason
+    (stopped,) = [d for d in kinds(rt, agent_id, Kind.STATUS_CHANGED) if "attempts" in d]
+    assert stopped["attempts"][0]["status"] == 401
+    assert not kinds(rt, agent_id, Kind.DECISION)  # nothing was decided, nothing ran
+    # the person sets a good key and resumes: the agent goes on
+    server.queue(tool_answer(provider, ("finish", {"summary": "ok"})))
+    assert rt.run(agent_id).state.status == "completed"  # `stead resume`
+    rt.close()
+
+
+def test_a_key_from_the_workers_environment_is_used_when_the_vault_has_none(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCAL_LLM_KEY", "env-key-77")
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock())
+    spec = {
+        "name": "local",
+        "model": {
+            "provider": "openai",
+            "name": "llama3.1",
+            "base_url": server.url,
+            "api_key_secret": "LOCAL_LLM_KEY",
+        },
+    }
+    agent_id = rt.create(parse_spec(spec, tmp_path)).agent_id
+    server.queue(tool_answer("openai", ("finish", {"summary": "ok"})))
+    assert rt.run(agent_id).state.status == "completed"
+    assert server.seen[0].headers["authorization"] == "Bearer env-key-77"
+    assert server.seen[0].body["model"] == "llama3.1"
+    rt.close()
+
+
+def test_the_stored_spec_holds_the_secrets_name_never_a_key(tmp_path: Path) -> None:
+    rt = runtime(tmp_path)
+    spec = {"name": "a", "model": "anthropic:claude-sonnet-4-5"}
+    state = rt.create(parse_spec(spec, tmp_path))
+    record = rt.store.get_record(state.agent_id).spec
+    assert record["model"] == "anthropic:claude-sonnet-4-5"
+    assert record["model_options"]["api_key_secret"] == "ANTHROPIC_API_KEY"
+    assert record["model_options"]["base_url"] == "https://api.anthropic.com/v1"
+    rt.close()
+
+
+def test_a_program_can_create_an_agent_for_its_own_model(tmp_path: Path) -> None:
+    from stead.errors import SpecError
+    from stead.testing import scripted
+
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock())
+    agent_id = rt.create(
+        parse_spec({"name": "mine", "model": "program:planner"}, tmp_path)
+    ).agent_id
+    with pytest.raises(SpecError, match="given by the program that runs it"):
+        rt.run(agent_id)
+    state = rt.run(agent_id, model=scripted([{"finish": "done by my own model"}])).state
+    assert state.status == "completed"
+    rt.close()
