@@ -302,9 +302,21 @@ def _answer_refused(s: State, d: Mapping[str, Any], ev: Event) -> None:
     )
 
 
+def _context_compacted(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.compaction = {"through": d["through"], "summary": d["summary"]}
+    if "usage" in d:
+        s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
+
+
+def _result_read(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.inflight = advance(s.inflight, d)
+
+
 # the folds of the later kinds (governance and integrity), one function each
 KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.ANSWER_REFUSED: _answer_refused,
+    Kind.CONTEXT_COMPACTED: _context_compacted,
+    Kind.RESULT_READ: _result_read,
     Kind.AUTONOMY_CHANGED: _autonomy_changed,
     Kind.GRANT_ADDED: _grant_added,
     Kind.GRANT_REVOKED: _grant_revoked,

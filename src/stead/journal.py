@@ -28,6 +28,8 @@ class Kind(enum.StrEnum):
     WORKSPACE_RESTORED = "workspace_restored"
     DECISION = "decision"
     ANSWER_REFUSED = "answer_refused"
+    CONTEXT_COMPACTED = "context_compacted"
+    RESULT_READ = "result_read"
     TOOL_INTENT = "tool_intent"
     TOOL_RESULT = "tool_result"
     RECONCILED = "reconciled"

@@ -86,6 +86,8 @@ class State:
     failed_in_row: int = 0
     # the model's answers in a row that could not be acted on (reset by a decision)
     refused_answers: int = 0
+    # the latest summary of the conversation's older part: {"through": SEQ, "summary": TEXT}
+    compaction: dict[str, Any] | None = None
     failed_last: list[int] = field(default_factory=list)
     # what the agent waited for when a monitor suspended it, to wait again once cleared
     suspended_wait: dict[str, Any] | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +42,8 @@ class FakeServer:
         self.replies: list[Reply] = []
         self.seen: list[Seen] = []
         self.default: Reply | None = None
+        # answers computed from the request, when no reply is queued
+        self.responder: Callable[[Any], Reply] | None = None
         self._lock = threading.Lock()
         outer = self
 
@@ -56,6 +58,8 @@ class FakeServer:
                     headers = {k.lower(): v for k, v in self.headers.items()}
                     outer.seen.append(Seen(self.path, headers, json.loads(data or b"null")))
                     reply = outer.replies.pop(0) if outer.replies else outer.default
+                    if reply is None and outer.responder is not None:
+                        reply = outer.responder(outer.seen[-1].body)
                 if reply is None:
                     reply = Reply(500, {"error": {"message": "the fake has no reply queued"}})
                 if reply.delay:

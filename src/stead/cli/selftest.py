@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..runtime.selftest import isolation_selftest
+from ..selftest import isolation_selftest
 from ..store import open_store
 from .common import (
     EXIT_COMPLETED,

@@ -107,6 +107,18 @@ ACTION_TOOLS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     },
+    "read_result": {
+        "description": "Read on in a tool result that was cut: the seq and offset its note gives.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "seq": {"type": "integer", "minimum": 1},
+                "offset": {"type": "integer", "minimum": 0},
+            },
+            "required": ["seq", "offset"],
+            "additionalProperties": False,
+        },
+    },
 }
 """The runtime's own actions, offered to a model as tools (no agent tool may share a name)."""
 

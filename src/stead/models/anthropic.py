@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import InvalidAnswer
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
-from .provider import SYSTEM_PROMPT, ProviderModel
+from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel
 
 API_VERSION = "2023-06-01"
 
@@ -33,13 +33,12 @@ class AnthropicModel(ProviderModel):
         return out
 
     def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
+        system = f"{SYSTEM_PROMPT}\n\n{context.system}" if context.messages else SYSTEM_PROMPT
         body: dict[str, Any] = {
             "model": self.options.name,
             "max_tokens": self.options.max_tokens,
-            "system": [
-                {"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}
-            ],
-            "messages": [{"role": "user", "content": [{"type": "text", "text": context.text}]}],
+            "system": [{"type": "text", "text": system, "cache_control": _CACHE}],
+            "messages": _messages(context),
             "tools": [
                 {
                     "name": t.name,
@@ -53,6 +52,14 @@ class AnthropicModel(ProviderModel):
         if self.options.temperature is not None:
             body["temperature"] = min(self.options.temperature, 1.0)
         return body
+
+    def summary_request(self, text: str) -> dict[str, Any]:
+        return {
+            "model": self.options.name,
+            "max_tokens": self.options.max_tokens,
+            "system": SUMMARY_PROMPT,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
+        }
 
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
         usage = body.get("usage") or {}
@@ -75,3 +82,43 @@ class AnthropicModel(ProviderModel):
             if b.get("type") == "tool_use"
         ]
         return calls, text, tokens
+
+
+_CACHE = {"type": "ephemeral"}
+
+
+def _messages(context: RenderedContext) -> list[dict[str, Any]]:
+    """Turns as Anthropic takes them: user and assistant alternating, each call's
+    result a ``tool_result`` block of the user message after it; a cache breakpoint
+    on the last block before the status, which changes every step."""
+    if not context.messages:
+        return [{"role": "user", "content": [{"type": "text", "text": context.text}]}]
+    out: list[dict[str, Any]] = []
+    for t in context.messages:
+        if t.role == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": t.text}] if t.text else []
+            blocks += [
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.args)}
+                for c in t.calls
+            ]
+            out.append({"role": "assistant", "content": blocks})
+            continue
+        if t.role == "tool":
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": t.call_id,
+                "content": t.text,
+            }
+            if t.is_error:
+                block["is_error"] = True
+        else:
+            block = {"type": "text", "text": t.text}
+        if not out or out[-1]["role"] != "user":
+            out.append({"role": "user", "content": []})
+        out[-1]["content"].append(block)
+    if out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "Begin."}]})
+    stable = [b for m in out for b in m["content"]][:-1]
+    if stable:
+        stable[-1]["cache_control"] = _CACHE
+    return out

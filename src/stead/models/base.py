@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ScriptError
+from .conversation import Turn
 
 ESCALATIONS = ("grant", "approve", "set_autonomy")
 """Action types an agent may emit but that are always refused: self-escalation."""
@@ -47,18 +48,27 @@ ACTION_TYPES = (
     "wait",
     "message",
     "delegate",
+    "read_result",
     *ESCALATIONS,
 )
 
 
 @dataclass(frozen=True, slots=True)
 class RenderedContext:
-    """Everything a model is shown for one step, rendered deterministically."""
+    """Everything a model is shown for one step, rendered deterministically.
+
+    ``text`` is the one-document form (the scripted model's, and a custom
+    model's); a model that asks for the conversation (``conversation = True``)
+    gets ``system`` and ``messages`` instead (:mod:`stead.models.conversation`),
+    and ``text`` is then empty.
+    """
 
     text: str
     hash: str
     step: int
     tools: Sequence[Mapping[str, Any]]
+    system: str = ""
+    messages: tuple[Turn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +151,15 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
         return _wait(value, where)
     if key in ESCALATIONS:
         return {"type": key, "request": value}
+    if key == "read_result":
+        ok = isinstance(value, Mapping) and all(
+            isinstance(value.get(k, 0), int) and not isinstance(value.get(k, 0), bool)
+            and value.get(k, 0) >= 0 for k in ("seq", "offset")
+        ) and "seq" in value  # fmt: skip
+        if not ok:
+            raise ScriptError(f"{where}: 'read_result' takes {{seq: EVENT, offset: CHARACTERS}}")
+        assert isinstance(value, Mapping)
+        return {"type": "read_result", "seq": value["seq"], "offset": value.get("offset", 0)}
     if key == "message":
         if not isinstance(value, Mapping) or not isinstance(value.get("to"), str):
             raise ScriptError(f"{where}: 'message' takes {{to: AGENT_ID, text: TEXT}}")
@@ -208,6 +227,8 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
         return {kind: item.get("request")}
     if kind == "message":
         return {kind: {k: item.get(k) for k in ("to", "text", "kind") if k in item}}
+    if kind == "read_result":
+        return {kind: {k: item[k] for k in ("seq", "offset") if k in item}}
     if kind == "delegate":
         narrow = item.get("narrow") or {}
         return {kind: {**narrow, "to": item.get("to"), "grant": item.get("grant")}}

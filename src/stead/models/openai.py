@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..canonical import dumps
 from ..errors import InvalidAnswer
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
-from .provider import SYSTEM_PROMPT, ProviderModel
+from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel
 
 
 class OpenAIModel(ProviderModel):
@@ -28,10 +29,7 @@ class OpenAIModel(ProviderModel):
     def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.options.name,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": context.text},
-            ],
+            "messages": _messages(context),
             "tools": [
                 {
                     "type": "function",
@@ -48,6 +46,16 @@ class OpenAIModel(ProviderModel):
         if self.options.temperature is not None:
             body["temperature"] = self.options.temperature
         return body
+
+    def summary_request(self, text: str) -> dict[str, Any]:
+        return {
+            "model": self.options.name,
+            "messages": [
+                {"role": "system", "content": SUMMARY_PROMPT},
+                {"role": "user", "content": text},
+            ],
+            "max_tokens": self.options.max_tokens,
+        }
 
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
         message = body["choices"][0]["message"]
@@ -66,3 +74,35 @@ class OpenAIModel(ProviderModel):
             if c.get("type", "function") == "function"
         ]
         return calls, str(message.get("content") or ""), tokens
+
+
+def _messages(context: RenderedContext) -> list[dict[str, Any]]:
+    if not context.messages:  # a context rendered as one document
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": context.text},
+        ]
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": f"{SYSTEM_PROMPT}\n\n{context.system}"}
+    ]
+    for t in context.messages:
+        if t.role == "assistant":
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": t.text or None,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": dumps(dict(c.args))},
+                        }
+                        for c in t.calls
+                    ],
+                }
+            )
+        elif t.role == "tool":
+            out.append({"role": "tool", "tool_call_id": t.call_id, "content": t.text})
+        else:
+            out.append({"role": "user", "content": t.text})
+    return out

@@ -14,9 +14,11 @@ resumed agent, or one whose model was swapped, is simply asked again.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -24,7 +26,7 @@ import httpx
 from ..errors import InvalidAnswer, ModelError
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
-from .http import Exchange, post_json
+from .http import Attempt, Exchange, post_json
 from .options import ModelOptions
 from .prices import spend_of
 
@@ -38,11 +40,22 @@ SYSTEM_PROMPT = (
     "claim that is not true is rejected and shown to you."
 )
 
+SUMMARY_PROMPT = (
+    "You compress the work log of an autonomous agent so that it can go on without "
+    "the full log. Write a faithful summary, in plain text: what the task is, what "
+    "was done (files written, commands run, results that matter, with exact names, "
+    "paths, numbers and identifiers), what failed and why, what was learned, and "
+    "what remains. Keep everything the agent would need to continue; leave out "
+    "nothing it committed to. Do not invent anything."
+)
+
 
 class ProviderModel:
     """A provider's model, asked over HTTP; stateless between decisions."""
 
     service = "the model service"
+    conversation = True
+    """It is shown the run as a conversation (:mod:`stead.models.conversation`)."""
 
     def __init__(
         self,
@@ -81,9 +94,48 @@ class ProviderModel:
     def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def summary_request(self, text: str) -> dict[str, Any]:
+        raise NotImplementedError
+
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
         """The tool calls, the text, and the token counts (in, out, cached) of an answer."""
         raise NotImplementedError
+
+    # -- compaction -----------------------------------------------------------------
+
+    def request_tokens(self, context: RenderedContext) -> int:
+        """The estimated size of the request for ``context``: its JSON, about four
+        characters a token (what the service counts differs by model; the budget
+        leaves room for that)."""
+        return len(json.dumps(self.request(context, offered_tools(context)))) // 4
+
+    def budget(self) -> int:
+        """The tokens a request may take before the conversation is compacted."""
+        return int(0.75 * (self.options.context_window - self.options.max_tokens))
+
+    def summarize(self, text: str) -> Summary:
+        """A summary of ``text`` (older turns of the conversation), asked of this model."""
+        kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
+        exchange = post_json(
+            self._client,
+            self.endpoint(),
+            self.headers(),
+            self.summary_request(text),
+            service=f"{self.service} at {self.options.base_url}",
+            max_retries=self.options.max_retries,
+            rng=self._rng,
+            **kwargs,
+        )
+        try:
+            _, summary, tokens = self.read_answer(exchange.body)
+        except (InvalidAnswer, KeyError, IndexError, TypeError, ValueError, AttributeError):
+            summary, tokens = "", {}
+        if not summary.strip():
+            raise ModelError(
+                f"{self.service} gave no summary to compact the conversation with",
+                attempts=exchange.attempts,
+            )
+        return Summary(summary.strip(), self.usage(tokens), tuple(exchange.attempts))
 
     # -- the decision ---------------------------------------------------------------
 
@@ -129,6 +181,15 @@ class ProviderModel:
             "cached_tokens": float(cached),
             "spend": spend_of(self.options.provider, self.options.name, inp, out, cached),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A compaction's summary, what it cost and the requests it took."""
+
+    text: str
+    usage: dict[str, float]
+    attempts: tuple[Attempt, ...]
 
 
 def _answer_of(calls: list[ToolCall], text: str) -> dict[str, Any]:

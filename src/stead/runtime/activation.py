@@ -151,6 +151,8 @@ class Activation:
             watch = Watch(self)
             watch.prime()
             self.watch = watch
+            if getattr(self.model, "conversation", False):
+                self.renderer.follow(self.store, self.state)  # since its last compaction
         except BaseException:
             self.release()  # refused: the lease is given back, nothing keeps renewing it
             raise
@@ -192,6 +194,7 @@ class Activation:
         )
         apply_in_place(s, ev)  # this activation owns its state object
         self.buffer.append(ev)
+        self.renderer.observe(ev)
         if self.watch is not None:
             self.watch.observe(ev)
         if len(self.buffer) >= MAX_BUFFERED:

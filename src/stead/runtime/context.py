@@ -14,8 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..canonical import dumps, sha256_hex
+from ..journal import Event
 from ..models.base import RenderedContext
+from ..models.conversation import Transcript, status_text
 from ..state import RECENT_CALLS, State
+from ..store.base import Store
 from ..tools.base import Tool
 
 
@@ -39,6 +42,8 @@ class Renderer:
 
     def __init__(self, spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> None:
         self.spec = spec
+        # the conversation, for a model that asks for one (see follow())
+        self.transcript: Transcript | None = None
         self.schemas = [
             {
                 "name": t.name,
@@ -59,8 +64,26 @@ class Renderer:
             line = self._lines[c["call_id"]] = _call_line(c)
         return line
 
+    def follow(self, store: Store, state: State) -> None:
+        """Keep the conversation from now on: rebuilt from the journal since its last
+        compaction (what a resumed agent was shown, turn for turn), then fed each
+        event as it is emitted (:meth:`observe`)."""
+        compaction = state.compaction or {}
+        self.transcript = Transcript()
+        through = int(compaction.get("through", 0))
+        if through:
+            self.transcript.compact(through, str(compaction.get("summary", "")))
+        for ev in store.read_events(state.agent_id, through + 1):
+            self.transcript.observe(ev)
+
+    def observe(self, ev: Event) -> None:
+        if self.transcript is not None:
+            self.transcript.observe(ev)
+
     def render(self, state: State) -> RenderedContext:
         """Render the context for the agent's next decision."""
+        if self.transcript is not None:
+            return self._conversation(state)
         spec = self.spec
         lines = [
             f"# Agent {spec['name']}",
@@ -97,6 +120,22 @@ class Renderer:
         hashed = f'{{"text":{dumps(text)},"tools":{self._schemas_json}}}'
         return RenderedContext(
             text=text, hash=sha256_hex(hashed), step=state.decisions, tools=self.schemas
+        )
+
+    def _conversation(self, state: State) -> RenderedContext:
+        assert self.transcript is not None
+        system = self.spec.get("instructions") or "(no instructions)"
+        system = f"# Agent {self.spec['name']}\n\n## Instructions\n{system}\n"
+        messages = tuple(self.transcript.messages(status_text(self.spec, state)))
+        body = dumps([m.to_json() for m in messages])
+        hashed = f'{{"messages":{body},"system":{dumps(system)},"tools":{self._schemas_json}}}'
+        return RenderedContext(
+            text="",
+            hash=sha256_hex(hashed),
+            step=state.decisions,
+            tools=self.schemas,
+            system=system,
+            messages=messages,
         )
 
 

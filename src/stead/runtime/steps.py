@@ -11,12 +11,15 @@ requests (a quarantine) and flushes what has waited too long.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidAnswer, ModelError
+from ..canonical import dumps
+from ..errors import ContextTooLong, InvalidAnswer, ModelError
 from ..ids import new_id
 from ..journal import Kind
+from ..models.conversation import RESULT_CAP
+from .accounting import attempt_fields, usage_fields
+from .compaction import compact
 from .governed import is_escalation
 from .toolcall import run_tool
 
@@ -29,7 +32,6 @@ SIGNAL_SECONDS = 0.5
 """How often a running activation looks for people's requests (a quarantine)."""
 DEFAULT_INVALID_ANSWERS = 3
 """Unusable answers in a row after which a model that does not say otherwise stops."""
-TOKEN_DETAIL = ("input_tokens", "output_tokens", "cached_tokens")
 
 
 def run_steps(act: Activation, max_steps: int | None = None) -> int:
@@ -87,9 +89,16 @@ def decide(act: Activation) -> bool:
     take_signals(act)
     if act.state.status != "running":
         return False
-    context = act.renderer.render(act.state)
     try:
-        decision = act.model.decide(context)
+        context = compact(act, act.renderer.render(act.state))
+        try:
+            decision = act.model.decide(context)
+        except ContextTooLong:
+            shorter = compact(act, context, force=True)  # then one more try, or stop
+            if shorter is context:
+                raise
+            context = shorter
+            decision = act.model.decide(context)
     except InvalidAnswer as exc:
         return refuse_answer(act, context.hash, exc)
     except ModelError as exc:
@@ -97,7 +106,7 @@ def decide(act: Activation) -> bool:
             Kind.STATUS_CHANGED,
             status="needs_attention",
             reason=f"model {act.model.name} gave no decision: {exc}",
-            **_attempts(exc.attempts),
+            **attempt_fields(exc.attempts),
         )
         act.flush()
         return False
@@ -114,8 +123,8 @@ def decide(act: Activation) -> bool:
         actions=actions,
         # provenance: the results this decision's context showed
         context_events=[c["seq"] for c in act.state.recent_calls if "seq" in c],
-        **_usage(act, decision.usage),
-        **_attempts(decision.attempts),
+        **usage_fields(act, decision.usage),
+        **attempt_fields(decision.attempts),
     )
     # not flushed yet: it is committed with the first intent, before any effect.
     # A monitor may have suspended the agent on this very decision (a budget it
@@ -137,8 +146,8 @@ def refuse_answer(act: Activation, context_hash: str, exc: InvalidAnswer) -> boo
         model=act.model.name,
         reason=str(exc),
         answer=exc.answer,
-        **_usage(act, exc.usage),
-        **_attempts(exc.attempts),
+        **usage_fields(act, exc.usage),
+        **attempt_fields(exc.attempts),
     )
     limit = int(getattr(act.model, "invalid_answers", DEFAULT_INVALID_ANSWERS))
     if act.state.refused_answers >= limit:
@@ -151,32 +160,6 @@ def refuse_answer(act: Activation, context_hash: str, exc: InvalidAnswer) -> boo
         )
     act.flush()
     return act.state.status == "running"
-
-
-def _attempts(attempts: Sequence[Any]) -> dict[str, Any]:
-    """Each HTTP request a model made, as journaled (nothing for an offline model)."""
-    if not attempts:
-        return {}
-    return {"attempts": [a if isinstance(a, Mapping) else a.to_json() for a in attempts]}
-
-
-def _usage(act: Activation, usage: Mapping[str, float] | None) -> dict[str, Any]:
-    """The decision's reported cost, with the agent's running totals (for budgets)."""
-    if not usage:
-        return {}
-    tokens = float(usage.get("tokens", 0))
-    spend = float(usage.get("spend", 0))
-    totals = act.state.usage
-    detail = {k: float(usage[k]) for k in TOKEN_DETAIL if k in usage}
-    return {
-        "usage": {
-            "tokens": tokens,
-            "spend": spend,
-            **detail,
-            "total_tokens": totals.get("tokens", 0) + tokens,
-            "total_spend": totals.get("spend", 0) + spend,
-        }
-    }
 
 
 def execute_inflight(act: Activation) -> None:
@@ -217,6 +200,8 @@ def execute_inflight(act: Activation) -> None:
             act.governor.refuse_escalation(index, action)
         elif kind in ("message", "delegate"):
             send(act, index, action)
+        elif kind == "read_result":
+            read_result(act, index, action)
         if act.state.status == "waiting" and act.state.waiting_for == "approval":
             return  # the step goes on from this action once a person has answered
         if act.state.status == "needs_attention":
@@ -241,3 +226,24 @@ def send(act: Activation, index: int, action: dict[str, Any]) -> None:
     act.flush()  # a crash after delivery re-sends the same message id: a replay, refused
     outcome = act.messenger(act, action)
     act.emit(kind, action=index, call_id=action["call_id"], to=action["to"], **outcome)
+
+
+def read_result(act: Activation, index: int, action: dict[str, Any]) -> None:
+    """The next part of a journaled tool result the conversation showed cut."""
+    seq, offset = int(action["seq"]), int(action.get("offset", 0))
+    # not yet committed (a read-only call's result waits for the next commit), or stored
+    events = [e for e in act.buffer if e.seq == seq]
+    if not events and 1 <= seq <= act.committed_version:
+        events = list(act.store.read_events(act.record.agent_id, seq, seq))
+    if not events or events[0].kind != Kind.TOOL_RESULT or not events[0].data.get("ok"):
+        text = f"there is no tool result at event {seq}"
+    else:
+        output = events[0].data.get("output")
+        whole = output if isinstance(output, str) else dumps(output)
+        text = whole[offset : offset + RESULT_CAP]
+        if offset + RESULT_CAP < len(whole):
+            text += (
+                f"\n[cut here: {len(whole) - offset - RESULT_CAP} more characters; call "
+                f'read_result with {{"seq": {seq}, "offset": {offset + RESULT_CAP}}}]'
+            )
+    act.emit(Kind.RESULT_READ, action=index, seq=seq, offset=offset, text=text)

@@ -22,14 +22,14 @@ from typing import Any
 
 import yaml
 
-from ..canonical import dumps
-from ..errors import NotFound
-from ..sandbox.base import Sandbox
-from ..sandbox.secrets import new_key
-from ..spec import parse_spec
-from ..store.base import Store
-from .context import render
-from .runtime import Runtime
+from .canonical import dumps
+from .errors import NotFound
+from .runtime.context import render
+from .runtime.runtime import Runtime
+from .sandbox.base import Sandbox
+from .sandbox.secrets import new_key
+from .spec import parse_spec
+from .store.base import Store
 
 PROBE = (
     "echo '--- ls'; ls -la / /tmp /dev/shm /workspace 2>&1; "

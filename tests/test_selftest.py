@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from stead.cli.main import main
-from stead.runtime.selftest import isolation_selftest
 from stead.sandbox.bwrap import BwrapSandbox
+from stead.selftest import isolation_selftest
 from stead.store.sqlite import SqliteStore
 
 

@@ -1,0 +1,266 @@
+"""The conversation a provider's model is shown: the run as its own tool calls and results.
+
+A :class:`Transcript` is built from the agent's journal, one event at a time
+(:meth:`Transcript.observe`), so the same events always give the same turns:
+
+* a decision is the model's turn, its actions as tool calls (the agent's tools
+  and the runtime's actions, named as :mod:`stead.models.actions` offers them);
+* each action's outcome is that call's result: a tool's output whole up to
+  :data:`RESULT_CAP` characters, and past it a note saying how to read on with
+  the ``read_result`` action; a rejected goal or finish, a refusal, a call held
+  for a person's approval;
+* what reaches the agent between decisions (a person's answer, another agent's
+  message, an answer of the model's that could not be used) is a user turn.
+
+The turns only grow from one step to the next, so a provider's prompt cache
+hits on everything but the newest turns. What changes every step (goals,
+memory, notices, the step count) is not in the turns but in the state message
+:func:`status_text`, always last. When the turns would pass the model's
+window, the older ones are compacted: a summary is journaled
+(``context_compacted``) and from then on shown in place of the turns it covers
+(:meth:`Transcript.compact`); the journal keeps everything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..canonical import dumps
+from ..journal import Event, Kind
+from ..state import State
+
+RESULT_CAP = 16_000
+"""How many characters of one result the conversation shows before a note to read on."""
+_DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call of the model's turn: its id, the tool's name, its arguments."""
+
+    id: str
+    name: str
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One message: the model's (text and calls), a call's result, or the user's text."""
+
+    role: str  # "assistant" | "tool" | "user"
+    text: str = ""
+    calls: tuple[Call, ...] = ()
+    call_id: str = ""
+    is_error: bool = False
+    seq: int = 0
+    """The journal event this turn came from (where a compaction may cut)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "text": self.text}
+        if self.calls:
+            out["calls"] = [{"id": c.id, "name": c.name, "args": dict(c.args)} for c in self.calls]
+        if self.call_id:
+            out["call_id"] = self.call_id
+        if self.is_error:
+            out["is_error"] = True
+        return out
+
+
+def call_of(action: Mapping[str, Any], call_id: str) -> Call:
+    """The tool call a journaled action was (the inverse of ``actions_from_calls``)."""
+    kind = action["type"]
+    if kind == "tool":
+        return Call(call_id, str(action["tool"]), dict(action.get("args") or {}))
+    if kind == "message":
+        args = {k: action[k] for k in ("to", "text", "kind") if k in action}
+        return Call(call_id, "send_message", args)
+    fields = {
+        "remember": ("values",),
+        "push_goal": ("id", "description"),
+        "complete_goal": ("id",),
+        "finish": ("summary",),
+        "wait_for_input": ("prompt",),
+        "wait": ("seconds", "until", "reason"),
+        "delegate": ("to", "grant", "narrow"),
+        "read_result": ("seq", "offset"),
+    }.get(kind)
+    if fields is None:  # an escalation: never offered, shown as what it asked
+        return Call(call_id, kind, {"request": action.get("request")})
+    return Call(call_id, kind, {k: action[k] for k in fields if k in action})
+
+
+def _output_text(d: Mapping[str, Any], seq: int) -> tuple[str, bool]:
+    if not d.get("ok"):
+        return str(d.get("error") or "failed"), True
+    output = d.get("output")
+    text = output if isinstance(output, str) else dumps(output)
+    if len(text) > RESULT_CAP:
+        more = len(text) - RESULT_CAP
+        text = (
+            f"{text[:RESULT_CAP]}\n[cut here: {more} more characters. To read on, call "
+            f'read_result with {{"seq": {seq}, "offset": {RESULT_CAP}}}]'
+        )
+    return text, False
+
+
+@dataclass
+class Transcript:
+    """The turns of one agent's conversation since its last compaction."""
+
+    summary: str = ""
+    through: int = 0
+    """The last journal seq the summary covers (0: none)."""
+    turns: list[Turn] = field(default_factory=list)
+    _open: dict[int, str] = field(default_factory=dict)  # action index -> call id
+    _answered: set[str] = field(default_factory=set)
+
+    def observe(self, ev: Event) -> None:
+        """Add what ``ev`` shows the model, if anything."""
+        if ev.seq <= self.through:
+            return
+        d, k = ev.data, ev.kind
+        if k == Kind.CONTEXT_COMPACTED:
+            self.compact(int(d["through"]), str(d["summary"]))
+        elif k == Kind.DECISION:
+            calls = []
+            self._open = {}
+            for i, action in enumerate(d["actions"]):
+                cid = str(action.get("call_id") or f"act_{ev.seq}_{i}")
+                self._open[i] = cid
+                calls.append(call_of(action, cid))
+            self.turns.append(Turn("assistant", calls=tuple(calls), seq=ev.seq))
+        elif k == Kind.TOOL_RESULT:
+            text, error = _output_text(d, ev.seq)
+            self._result(str(d["call_id"]), text, error, ev.seq)
+        elif k in _OUTCOMES:
+            said, failed = _OUTCOMES[k](d)
+            index = d.get("action")
+            target = d.get("call_id") or (self._open.get(int(index)) if index is not None else None)
+            if target:
+                self._result(str(target), str(said), bool(failed), ev.seq)
+        elif k in _TOLD:
+            self.turns.append(Turn("user", _TOLD[k](d), seq=ev.seq))
+
+    def _result(self, call_id: str, text: str, error: bool, seq: int) -> None:
+        if call_id in self._answered:  # a later word on a call already answered
+            self.turns.append(Turn("user", f"About your call {call_id}: {text}", seq=seq))
+            return
+        self._answered.add(call_id)
+        self.turns.append(Turn("tool", text, call_id=call_id, is_error=error, seq=seq))
+
+    def compact(self, through: int, summary: str) -> None:
+        """Replace the turns up to journal seq ``through`` by ``summary``."""
+        self.summary, self.through = summary, through
+        self.turns = [t for t in self.turns if t.seq > through]
+
+    def messages(self, status: str) -> list[Turn]:
+        """The turns to send: the summary, the turns (every call answered), the status."""
+        made = {c.id for t in self.turns if t.role == "assistant" for c in t.calls}
+        kept = [t for t in self.turns if t.role != "tool" or t.call_id in made]
+        head = (
+            [Turn("user", f"Summary of the work so far:\n{self.summary}")] if self.summary else []
+        )
+        return head + _ordered(kept) + [Turn("user", status)]
+
+
+def _ordered(turns: Sequence[Turn]) -> list[Turn]:
+    """Each call's result right after the model's turn that made it, as providers insist:
+    what the user said meanwhile waits until the calls are answered, and a call that
+    never ran (its step ended before it) is answered as such."""
+    out: list[Turn] = []
+    waiting: list[Turn] = []
+    open_calls: list[str] = []
+
+    def close() -> None:
+        out.extend(
+            Turn("tool", "not run: the step ended before this call", call_id=c) for c in open_calls
+        )
+        open_calls.clear()
+        out.extend(waiting)
+        waiting.clear()
+
+    for t in turns:
+        if t.role == "assistant":
+            close()
+            out.append(t)
+            open_calls.extend(c.id for c in t.calls)
+        elif t.role == "tool" and t.call_id in open_calls:
+            out.append(t)
+            open_calls.remove(t.call_id)
+            if not open_calls:
+                close()
+        elif t.role == "tool":  # the answer to a call of an earlier turn: a word about it
+            waiting.append(Turn("user", f"About your call {t.call_id}: {t.text}", seq=t.seq))
+        elif open_calls:
+            waiting.append(t)
+        else:
+            out.append(t)
+    close()
+    return out
+
+
+def _done(d: Mapping[str, Any]) -> tuple[str, bool]:
+    return _DONE, False
+
+
+def _reasons(d: Mapping[str, Any]) -> tuple[str, bool]:
+    return "not accepted: " + "; ".join(str(r) for r in d.get("reasons", [])), True
+
+
+def _sent(d: Mapping[str, Any]) -> tuple[str, bool]:
+    if d.get("ok", True):
+        return "delivered", False
+    return str(d.get("error") or "not delivered"), True
+
+
+_OUTCOMES: dict[str, Any] = {
+    Kind.MEMORY_WRITTEN: _done,
+    Kind.GOAL_PUSHED: _done,
+    Kind.GOAL_COMPLETED: lambda d: ("goal completed: its checks passed", False),
+    Kind.GOAL_REJECTED: _reasons,
+    Kind.FINISH_CLAIMED: lambda d: ("finish accepted", False),
+    Kind.FINISH_REJECTED: _reasons,
+    Kind.INPUT_REQUESTED: lambda d: ("asked; the person's answer follows", False),
+    Kind.TIMER_SET: lambda d: (f"waiting until {d.get('due_at')}", False),
+    Kind.MESSAGE_SENT: _sent,
+    Kind.DELEGATED: _sent,
+    Kind.GOVERNANCE_REFUSED: lambda d: (f"refused: {d.get('reason', '')}", True),
+    Kind.APPROVAL_REQUESTED: lambda d: ("held for a person's approval; the result follows", False),
+    Kind.PROPOSAL_RECORDED: lambda d: ("recorded as a proposal for a person to accept", False),
+    Kind.RESULT_READ: lambda d: (str(d.get("text", "")), False),
+}
+_TOLD: dict[str, Any] = {
+    Kind.INPUT_RECEIVED: lambda d: f"A person says: {d['text']}",
+    Kind.MESSAGE_RECEIVED: lambda d: (
+        f"Message from agent {d['from']} (signature verified): {d.get('text')}"
+    ),
+    Kind.ANSWER_REFUSED: lambda d: f"Your answer could not be used: {d['reason']}. Call tools.",
+    Kind.TIMER_FIRED: lambda d: "The time you waited for has come.",
+}
+
+
+def status_text(spec: Mapping[str, Any], state: State) -> str:
+    """What changes every step, shown last: goals, memory, notices, the step count."""
+    lines = ["## Goals"]
+    lines += [f"- [{g['status']}] {g['id']}: {g['description']}" for g in state.goals] or ["(none)"]
+    lines += ["", "## Memory"]
+    lines.append(
+        json.dumps(state.memory, sort_keys=True, indent=2, ensure_ascii=False)
+        if state.memory
+        else "(empty)"
+    )
+    if state.notices:
+        lines += ["", "## Notices"] + [f"- {n}" for n in state.notices]
+    limit = spec.get("limits", {}).get("max_steps", "?")
+    lines += ["", "## Step", f"{state.decisions + 1} of at most {limit}; "
+              f"{len(state.manifest)} files in the workspace"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def estimate_tokens(turns: Sequence[Turn]) -> int:
+    """A cheap, deterministic estimate: about four characters a token."""
+    return sum(len(t.text) + sum(len(dumps(dict(c.args))) + 40 for c in t.calls) + 16
+               for t in turns) // 4  # fmt: skip

@@ -1,0 +1,227 @@
+"""The conversation a provider model is shown: built from the journal, whole results,
+append-only turns, compaction for long runs, and the same bytes after a resume."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stead import FakeClock, Kind, Runtime, parse_spec
+from stead.models.conversation import RESULT_CAP
+from stead.runtime.context import Renderer
+from stead.store.sqlite import SqliteStore
+from stead.tools.registry import load_tools
+
+from .fake_servers import FakeServer, Reply, anthropic_answer, anthropic_text, openai_answer
+from .test_providers import tool_answer
+
+VAULT_KEY = os.urandom(32)
+DONE = (("complete_goal", {"id": "read"}), ("finish", {"summary": "done"}))
+
+
+def _uncached(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Without Anthropic's cache breakpoint, which moves to the newest stable block."""
+    mark = ', "cache_control": {"type": "ephemeral"}'
+    return list(json.loads(json.dumps(messages).replace(mark, "")))
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as s:
+        yield s
+
+
+def runtime(tmp_path: Path) -> Runtime:
+    return Runtime(
+        SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(), secret_key=VAULT_KEY
+    )
+
+
+def make(rt: Runtime, tmp_path: Path, provider: str, url: str, **model: Any) -> str:
+    (tmp_path / "seed").mkdir(exist_ok=True)
+    spec = {
+        "name": "reader",
+        "instructions": "Read the files and remember what they say.",
+        "model": {"provider": provider, "name": "m-1", "base_url": url, **model},
+        "tools": ["read_file", "write_file"],
+        "goals": [{"id": "read", "description": "every file read"}],
+        "workspace": "seed",
+        "limits": {"max_steps": 5000},
+    }
+    return rt.create(parse_spec(spec, tmp_path)).agent_id
+
+
+def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(body["messages"])
+
+
+def test_a_whole_result_is_shown_and_a_long_one_can_be_read_on(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    (tmp_path / "seed").mkdir()
+    big = "".join(f"line {i:05d}\n" for i in range(3000))  # 33,000 characters
+    (tmp_path / "seed" / "big.txt").write_text(big)
+    (tmp_path / "seed" / "small.txt").write_text("x" * 5000)
+    rt = runtime(tmp_path)
+    agent_id = make(rt, tmp_path, "openai", server.url)
+    server.queue(
+        tool_answer(
+            "openai", ("read_file", {"path": "small.txt"}), ("read_file", {"path": "big.txt"})
+        ),
+        Reply(200, openai_answer()),  # replaced below: needs the seq from the note
+    )
+    server.replies.pop()
+
+    def responder(body: Any) -> Reply:
+        tool_msgs = [m for m in body["messages"] if m["role"] == "tool"]
+        if len(tool_msgs) == 2:
+            note = tool_msgs[1]["content"].rsplit("read_result with ", 1)[1].rstrip("]")
+            return tool_answer("openai", ("read_result", json.loads(note)))
+        return tool_answer(
+            "openai", ("complete_goal", {"id": "read"}), ("finish", {"summary": "read"})
+        )
+
+    server.responder = responder
+    assert rt.run(agent_id).state.status == "completed"
+    second = messages_of(server.seen[1].body)
+    small, cut = [m["content"] for m in second if m["role"] == "tool"]
+    assert small == "x" * 5000  # whole, not 800 characters
+    assert cut.startswith(big[:RESULT_CAP]) and "more characters" in cut
+    third = messages_of(server.seen[2].body)
+    read_on = [m["content"] for m in third if m["role"] == "tool"][2]
+    assert read_on.startswith(big[RESULT_CAP : RESULT_CAP + 100])
+    (read,) = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.RESULT_READ]
+    assert read.data["offset"] == RESULT_CAP
+    rt.close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_turns_only_grow_and_the_status_comes_last(
+    tmp_path: Path, server: FakeServer, provider: str
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = make(rt, tmp_path, provider, server.url)
+    server.queue(
+        tool_answer(provider, ("write_file", {"path": "a.txt", "content": "A"})),
+        tool_answer(provider, ("remember", {"values": {"a": "written"}})),
+        tool_answer(provider, ("read_file", {"path": "a.txt"})),
+        tool_answer(provider, *DONE),
+    )
+    assert rt.run(agent_id).state.status == "completed"
+    bodies = [messages_of(s.body) for s in server.seen]
+    for earlier, later in itertools.pairwise(bodies):
+        stable = _uncached(earlier[:-1])  # all but the status message, which changes
+        assert _uncached(later)[: len(stable)] == stable
+    status = json.dumps(bodies[-1][-1])
+    assert "## Goals" in status and "## Memory" in status and '\\"a\\": \\"written\\"' in status
+    rt.close()
+
+
+def test_a_resumed_agent_is_shown_exactly_what_it_would_have_been(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = make(rt, tmp_path, "openai", server.url)
+    server.queue(
+        tool_answer("openai", ("write_file", {"path": "a.txt", "content": "A"})),
+        tool_answer("openai", ("read_file", {"path": "a.txt"}), ("remember", {"values": {"n": 1}})),
+        tool_answer("openai", ("wait_for_input", {"prompt": "more?"})),
+    )
+    assert rt.run(agent_id).state.status == "waiting"
+    rt.send(agent_id, "read it again")
+    rt.close()
+    # a new worker process would rebuild the conversation from the journal
+    again = runtime(tmp_path)
+    server.queue(
+        tool_answer("openai", ("complete_goal", {"id": "read"}), ("finish", {"summary": "done"}))
+    )
+    assert again.run(agent_id).state.status == "completed"
+    decisions = [e for e in again.store.read_events(agent_id) if e.kind == Kind.DECISION]
+    record = again.store.get_record(agent_id)
+    tools = load_tools(record.spec["tools"], ["."])
+    for d in decisions:
+        renderer = Renderer(record.spec, tools)
+        before = again.store.state_at(agent_id, d.seq - 1)
+        renderer.follow(_Until(again.store, d.seq - 1), before)
+        assert renderer.render(before).hash == d.data["context_hash"], d.seq
+    last = messages_of(server.seen[-1].body)
+    assert any(m["role"] == "user" and m["content"] == "A person says: read it again" for m in last)
+    again.close()
+
+
+class _Until:
+    """A store seen as it was at ``seq``: what a worker resuming then would read."""
+
+    def __init__(self, store: Any, seq: int) -> None:
+        self.store, self.seq = store, seq
+
+    def read_events(self, agent_id: str, start: int = 1) -> Any:
+        return self.store.read_events(agent_id, start, self.seq)
+
+
+def _long_run_responder(summaries: list[str], steps: int, provider: str) -> Any:
+    count = {"decisions": 0}
+
+    def respond(body: Any) -> Reply:
+        if "tools" not in body:  # a compaction's summary request
+            summaries.append(body["messages"][-1]["content"] if provider == "openai" else "")
+            text = f"summary {len(summaries)}: files read so far, memory kept"
+            if provider == "openai":
+                return Reply(200, openai_answer(text=text))
+            return Reply(200, anthropic_answer([anthropic_text(text)]))
+        count["decisions"] += 1
+        n = count["decisions"]
+        if n >= steps:
+            done = ("finish", {"summary": f"read {n} times"})
+            return tool_answer(provider, ("complete_goal", {"id": "read"}), done)
+        if n % 100 == 0:
+            return tool_answer(provider, ("remember", {"values": {"checkpoint": n}}))
+        return tool_answer(provider, ("read_file", {"path": f"page{n % 3}.txt"}))
+
+    return respond
+
+
+@pytest.mark.parametrize(("provider", "steps"), [("openai", 2000), ("anthropic", 300)])
+def test_a_long_run_stays_inside_a_small_window(
+    tmp_path: Path, server: FakeServer, provider: str, steps: int
+) -> None:
+    (tmp_path / "seed").mkdir()
+    for i in range(3):
+        (tmp_path / "seed" / f"page{i}.txt").write_text(f"page {i} " + "word " * 120)
+    rt = runtime(tmp_path)
+    window, answer = 4096, 256
+    agent_id = make(rt, tmp_path, provider, server.url, context_window=window, max_tokens=answer)
+    summaries: list[str] = []
+    server.responder = _long_run_responder(summaries, steps, provider)
+    half = rt.run(agent_id, max_steps=steps // 2).state
+    assert half.status == "running" and half.decisions == steps // 2, half.status_reason
+    rt.close()
+    rt = runtime(tmp_path)  # resumed in the middle, by a new worker
+    state = rt.run(agent_id, max_steps=steps).state
+    assert state.status == "completed", state.status_reason
+    assert state.memory["checkpoint"] == (steps - 1) // 100 * 100
+    compacted = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.CONTEXT_COMPACTED]
+    assert len(compacted) >= 5 and all(e.data["summary"].startswith("summary") for e in compacted)
+    for seen in server.seen:
+        size = len(json.dumps(seen.body)) / 4
+        assert size <= window, f"a request of {size} tokens passed the window: {seen.body}"
+        if "tools" in seen.body:
+            text = json.dumps(seen.body)
+            assert "## Goals" in text and "every file read" in text and "## Memory" in text
+            assert "Read the files and remember" in text  # the instructions, every time
+    # a worker resuming before any of these decisions would have shown the very same
+    decisions = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.DECISION]
+    record = rt.store.get_record(agent_id)
+    tools = load_tools(record.spec["tools"], ["."])
+    for d in decisions[:: max(1, len(decisions) // 25)]:
+        before = rt.store.state_at(agent_id, d.seq - 1)
+        renderer = Renderer(record.spec, tools)
+        renderer.follow(_Until(rt.store, d.seq - 1), before)
+        assert renderer.render(before).hash == d.data["context_hash"], d.seq
+    rt.close()
