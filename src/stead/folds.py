@@ -293,6 +293,7 @@ def _moved(s: State, d: Mapping[str, Any], ev: Event) -> None:
 
 def _answer_refused(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.refused_answers += 1
+    s.model_requests += len(d.get("attempts", ()))
     if "usage" in d:  # an answer that could not be used still cost its tokens
         s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
     _notice(
@@ -304,8 +305,13 @@ def _answer_refused(s: State, d: Mapping[str, Any], ev: Event) -> None:
 
 def _context_compacted(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.compaction = {"through": d["through"], "summary": d["summary"]}
+    s.model_requests += len(d.get("attempts", ()))
     if "usage" in d:
         s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
+
+
+def _model_changed(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.model_override = {k: d.get(k) for k in ("model", "model_options", "script")}
 
 
 def _result_read(s: State, d: Mapping[str, Any], ev: Event) -> None:
@@ -317,6 +323,7 @@ KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.ANSWER_REFUSED: _answer_refused,
     Kind.CONTEXT_COMPACTED: _context_compacted,
     Kind.RESULT_READ: _result_read,
+    Kind.MODEL_CHANGED: _model_changed,
     Kind.AUTONOMY_CHANGED: _autonomy_changed,
     Kind.GRANT_ADDED: _grant_added,
     Kind.GRANT_REVOKED: _grant_revoked,

@@ -19,6 +19,7 @@ from .ids import is_id
 from .integrity.checks import parse_check
 from .integrity.monitor_config import MonitorConfigError, build_monitors
 from .models.options import parse_model
+from .models.recording import read_recording
 from .models.scripted import ScriptedModel, read_script
 from .yamlsafe import load_yaml, read_text
 
@@ -133,7 +134,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     instructions = _str(data, "instructions", "")
     if data.get("model") is None:
         raise _fail("model", "is required")
-    model, script, model_options = _parse_model(data["model"], base)
+    model, script, model_options = parse_model_field(data["model"], base)
 
     tools = _parse_tools(data.get("tools", []))
 
@@ -254,8 +255,19 @@ def _parse_tools(tools: Any) -> list[Any]:
     return out
 
 
-def _parse_model(model: Any, base: Path) -> tuple[str, list[Any] | None, dict[str, Any] | None]:
-    """``scripted:PATH`` (its decisions read now), or a provider's model and options."""
+def parse_model_field(
+    model: Any, base: Path
+) -> tuple[str, list[Any] | None, dict[str, Any] | None]:
+    """A spec's ``model``: its reference, a script's decisions (read now), and a
+    provider's checked options: ``scripted:PATH``, ``replay:PATH`` (a recording),
+    ``program:NAME``, ``provider:name`` or a mapping of options."""
+    if isinstance(model, str) and model.startswith("replay:"):
+        path = (base / model.partition(":")[2]).resolve()
+        try:
+            options, _ = read_recording(path)
+        except SpecError as exc:
+            raise _fail("model", str(exc)) from None
+        return f"replay:{path}", None, options.to_json()
     if isinstance(model, str) and model.startswith("program:"):
         if not is_id(model.partition(":")[2]):
             raise _fail("model", "'program:NAME' needs a name of letters, digits, '_', '-', '.'")

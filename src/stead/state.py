@@ -88,6 +88,10 @@ class State:
     refused_answers: int = 0
     # the latest summary of the conversation's older part: {"through": SEQ, "summary": TEXT}
     compaction: dict[str, Any] | None = None
+    # HTTP requests its models made, as journaled (where a replay of a recording stands)
+    model_requests: int = 0
+    # the model a person set since creation: {"model": REF, "model_options": ..., "script": ...}
+    model_override: dict[str, Any] | None = None
     failed_last: list[int] = field(default_factory=list)
     # what the agent waited for when a monitor suspended it, to wait again once cleared
     suspended_wait: dict[str, Any] | None = None
@@ -173,6 +177,7 @@ def apply_in_place(s: State, ev: Event) -> State:
     elif k == Kind.DECISION:
         s.decisions += 1
         s.refused_answers = 0
+        s.model_requests += len(d.get("attempts", ()))
         if "usage" in d:
             s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
         s.inbox = []
@@ -266,6 +271,7 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.inflight = None
     elif k == Kind.STATUS_CHANGED:
         s.status, s.status_reason = d["status"], d.get("reason", "")
+        s.model_requests += len(d.get("attempts", ()))
         if d["status"] != "waiting":
             s.waiting_for = None
         if d["status"] != "needs_attention":

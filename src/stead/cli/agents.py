@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.status import Status
 
@@ -31,6 +32,7 @@ def register(
     p.add_argument("spec", help="path of the agent spec (YAML)")
     p.add_argument("--id", dest="agent_id", help="agent id to use (default: a new one)")
     p.add_argument("--max-steps", type=positive_int, help="stop this run after N decisions")
+    p.add_argument("--record", type=Path, help="append the model's exchanges to this file")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -40,6 +42,7 @@ def register(
     )
     p.add_argument("agent_id")
     p.add_argument("--max-steps", type=positive_int, help="stop this run after N decisions")
+    p.add_argument("--record", type=Path, help="append the model's exchanges to this file")
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("send", parents=[common], help="deliver a message to an agent")
@@ -69,8 +72,9 @@ def register(
 def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
     as_json = wants_json(args)
     max_steps = getattr(args, "max_steps", None)
+    record = getattr(args, "record", None)
     if as_json:
-        outcome = rt.run(agent_id, max_steps=max_steps)
+        outcome = rt.run(agent_id, max_steps=max_steps, record_model=record)
     else:
         with Status(f"running {agent_id}", console=err) as status:
 
@@ -79,7 +83,7 @@ def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
                     if ev.kind == Kind.DECISION:
                         status.update(f"running {agent_id}: step {ev.data['step']}")
 
-            outcome = rt.run(agent_id, max_steps=max_steps, on_commit=progress)
+            outcome = rt.run(agent_id, max_steps=max_steps, on_commit=progress, record_model=record)
     return _report(outcome, as_json)
 
 

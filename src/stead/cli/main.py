@@ -42,6 +42,7 @@ from . import (
     hibernation,
     inspect,
     integrity,
+    models,
     secret,
     selftest,
     work,
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     agents.register(sub, common)
+    models.register(sub, common)
     inspect.register(sub, common)
     work.register(sub, common)
     governance.register(sub, common)

@@ -115,6 +115,7 @@ class Transcript:
     """The last journal seq the summary covers (0: none)."""
     turns: list[Turn] = field(default_factory=list)
     _open: dict[int, str] = field(default_factory=dict)  # action index -> call id
+    _ids: dict[str, str] = field(default_factory=dict)  # runtime call id -> the model's
     _answered: set[str] = field(default_factory=set)
 
     def observe(self, ev: Event) -> None:
@@ -128,17 +129,24 @@ class Transcript:
             calls = []
             self._open = {}
             for i, action in enumerate(d["actions"]):
-                cid = str(action.get("call_id") or f"act_{ev.seq}_{i}")
+                # the model's id for the call comes from the journal's order, not from
+                # the runtime's random call id, so a replay shows the very same bytes
+                cid = f"call_{ev.seq}_{i}"
                 self._open[i] = cid
+                if action.get("call_id"):
+                    self._ids[str(action["call_id"])] = cid
                 calls.append(call_of(action, cid))
             self.turns.append(Turn("assistant", calls=tuple(calls), seq=ev.seq))
         elif k == Kind.TOOL_RESULT:
             text, error = _output_text(d, ev.seq)
-            self._result(str(d["call_id"]), text, error, ev.seq)
+            runtime_id = str(d["call_id"])
+            self._result(self._ids.get(runtime_id, runtime_id), text, error, ev.seq)
         elif k in _OUTCOMES:
             said, failed = _OUTCOMES[k](d)
             index = d.get("action")
-            target = d.get("call_id") or (self._open.get(int(index)) if index is not None else None)
+            target = self._ids.get(str(d.get("call_id"))) or (
+                self._open.get(int(index)) if index is not None else None
+            )
             if target:
                 self._result(str(target), str(said), bool(failed), ev.seq)
         elif k in _TOLD:

@@ -4,27 +4,41 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import httpx
+
 from ..errors import SpecError
+from ..state import State
 from .anthropic import AnthropicModel
 from .base import Model
 from .openai import OpenAIModel
-from .options import options_from_record
+from .options import ModelOptions, options_from_record
 from .provider import ProviderModel
+from .recording import RecordingTransport, ReplayTransport, read_recording
 from .scripted import ScriptedModel
 
 KeyLookup = Callable[[str], str | None]
 """Opens a vault secret of the agent (agent scope, then tenant scope) by name, or None."""
 
 
-def model_for(spec: Mapping[str, Any], vault_key: KeyLookup | None = None) -> Model:
-    """The model for a stored spec record (see :meth:`stead.spec.AgentSpec.to_record`).
+def model_for(
+    spec: Mapping[str, Any],
+    vault_key: KeyLookup | None = None,
+    *,
+    record: Path | None = None,
+    requests_made: int = 0,
+) -> Model:
+    """The model for a stored spec record (see :meth:`stead.spec.AgentSpec.to_record`),
+    or for what a ``model_changed`` event set since (:func:`effective_spec`).
 
     A provider's API key is the vault secret the spec names (``api_key_secret``)
     if ``vault_key`` finds it, else the worker's environment variable of that
     name, else none (a local server may need none; a service that does answers
-    401, and the agent stops saying what to set).
+    401, and the agent stops saying what to set). With ``record``, every exchange
+    is appended to that file; a ``replay:PATH`` model answers from such a file,
+    from its exchange ``requests_made`` on (the requests journaled so far).
     """
     ref = str(spec.get("model", ""))
     kind = ref.partition(":")[0]
@@ -32,16 +46,34 @@ def model_for(spec: Mapping[str, Any], vault_key: KeyLookup | None = None) -> Mo
         if spec.get("script") is None:
             raise SpecError("the agent's scripted model has no stored decisions")
         return ScriptedModel.from_data(spec["script"], ref)
-    options = spec.get("model_options")
-    if isinstance(options, Mapping):
-        opts = options_from_record(options)
-        key = vault_key(opts.api_key_secret) if vault_key is not None else None
-        key = key or os.environ.get(opts.api_key_secret) or None
-        cls: type[ProviderModel] = AnthropicModel if opts.provider == "anthropic" else OpenAIModel
-        return cls(opts, key)
+    if kind == "replay":
+        path = Path(ref.partition(":")[2])
+        opts, exchanges = read_recording(path)
+        replay = ReplayTransport(exchanges, path, start=requests_made)
+        return _provider(opts)(opts, None, transport=replay, sleep=lambda _: None)
     if kind == "program":
         raise SpecError(
             f"agent's model {ref!r} is given by the program that runs it: pass it as "
             "Runtime.run(agent_id, model=...); a worker cannot run this agent"
         )
+    options = spec.get("model_options")
+    if isinstance(options, Mapping):
+        opts = options_from_record(options)
+        key = vault_key(opts.api_key_secret) if vault_key is not None else None
+        key = key or os.environ.get(opts.api_key_secret) or None
+        transport = None
+        if record is not None:
+            transport = RecordingTransport(httpx.HTTPTransport(), record, opts)
+        return _provider(opts)(opts, key, transport=transport)
     raise SpecError(f"model {ref!r} is not one this stead knows; pass a model explicitly")
+
+
+def effective_spec(spec: Mapping[str, Any], state: State) -> dict[str, Any]:
+    """The spec with the model a person set since (``stead model set``), if any."""
+    if state.model_override is None:
+        return dict(spec)
+    return {**spec, **state.model_override}
+
+
+def _provider(opts: ModelOptions) -> type[ProviderModel]:
+    return AnthropicModel if opts.provider == "anthropic" else OpenAIModel

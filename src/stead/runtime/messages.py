@@ -30,14 +30,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GovernanceError, NotFound, SteadError
-from ..governance.grants import check_valid_for, inactive_reason, narrower, parse_grant
+from ..governance.envelopes import envelope_problem
+from ..governance.grants import check_valid_for, inactive_reason, parse_grant
 from ..governance.identity import (
     IDENTITY_SECRET,
-    MAX_AGE_SECONDS,
-    MAX_SKEW_SECONDS,
     check_shape,
     sign,
-    signature_valid,
 )
 from ..ids import new_id
 from ..integrity.keys import forget_identity, mint_identity
@@ -80,47 +78,11 @@ def make_envelope(
 
 def _problem(rt: RuntimePort, receiver: State, env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Why the envelope is refused ("" if it is not), and what it carries if accepted."""
-    if env["tenant"] != receiver.tenant or env["to"] != receiver.agent_id:
-        return f"it is addressed to {env['to']} of tenant {env['tenant']}", {}
     try:
-        sender = rt.store.load_state(env["from"])
+        sender: State | None = rt.store.load_state(env["from"])
     except NotFound:
-        return f"no agent {env['from']} exists in this tenant", {}
-    if sender.tenant != receiver.tenant:
-        return f"no agent {env['from']} exists in this tenant", {}
-    if "sig" not in env:
-        return "it is not signed", {}
-    if sender.public_key is None:
-        return f"agent {env['from']} has no identity key, so nothing it signs can be verified", {}
-    if not signature_valid(sender.public_key, env):
-        return f"its signature is not made by the key of agent {env['from']}", {}
-    now = rt.clock.now()
-    if now - env["at"] > MAX_AGE_SECONDS:
-        return f"it is stale: sent {now - env['at']:.0f} s ago (at most {MAX_AGE_SECONDS:.0f})", {}
-    if env["at"] - now > MAX_SKEW_SECONDS:
-        return "it is dated in the future", {}
-    for gid in env["body"].get("claims", []) or []:
-        grant = sender.grants.get(gid) if isinstance(gid, str) else None
-        if grant is None or inactive_reason(grant, now) is not None:
-            return f"it claims grant {gid}, which agent {env['from']} does not hold", {}
-    if env["kind"] != "delegation":
-        return "", {}
-    gid = env["body"].get("grant")
-    parent = sender.grants.get(gid) if isinstance(gid, str) else None
-    if parent is None:
-        return f"it delegates grant {gid}, which agent {env['from']} does not hold", {}
-    lapsed = inactive_reason(parent, now)
-    if lapsed is not None:
-        # uses already delegated count as used: a grant is never given out twice
-        return f"it delegates a grant agent {env['from']} can no longer use: {lapsed}", {}
-    try:
-        child = parse_grant(env["body"].get("child"), "delegated grant")
-    except GovernanceError as exc:
-        return f"the delegated grant is invalid: {exc}", {}
-    wider = narrower(child, parent)
-    if wider is not None:
-        return f"the delegation is wider than the sender's grant {gid}: {wider}", {}
-    return "", child
+        sender = None
+    return envelope_problem(receiver, sender, env, rt.clock.now())
 
 
 def deliver(rt: RuntimePort, envelope: Any) -> tuple[bool, str]:

@@ -35,14 +35,14 @@ from ..integrity.rollback import RollbackReport, rollback
 from ..integrity.watch import monitors_for
 from ..journal import Event, Kind, NewEvent
 from ..models.base import Decision, Model, RenderedContext
-from ..models.registry import model_for
+from ..models.registry import effective_spec, model_for
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, load_key
 from ..sandbox.workspace import Workspace
 from ..snapshots import hibernation, lineage
 from ..snapshots.hibernation import settle_wake
 from ..snapshots.trust import TrustedKeys
-from ..spec import AgentSpec
+from ..spec import AgentSpec, parse_model_field
 from ..state import State
 from ..store import open_store
 from ..store.base import AgentRecord, SnapshotRecord, Store
@@ -152,20 +152,34 @@ class Runtime(AuthorityActions):
         max_steps: int | None = None,
         on_commit: Callable[[Sequence[Event]], None] | None = None,
         committer: GroupCommitter | None = None,
+        record_model: Path | None = None,
     ) -> Outcome:
         """Take the agent's lease, recover, and run it until it stops.
 
         ``max_steps`` bounds the decisions made in this activation (the spec's
         limit bounds the agent's whole life). Raises
         :class:`~stead.errors.LeaseHeld` if another live worker runs it.
-        With a ``committer``, its commits are grouped with other agents'.
+        With a ``committer``, its commits are grouped with other agents'. With
+        ``record_model``, a provider model's exchanges are appended to that file
+        (see :mod:`stead.models.recording`).
         """
         record = self.store.get_record(agent_id)
+        if model is None:  # the spec's, or the one a person set since; where a replay is
+            now = self.store.load_state(agent_id)
+            model = model_for(
+                effective_spec(record.spec, now),
+                self._model_key(record),
+                record=record_model,
+                requests_made=now.model_requests,
+            )
+            built = True
+        else:
+            built = False
         act = Activation(
             self.store,
             record,
             self.workspace(agent_id, record.tenant),
-            model or model_for(record.spec, self._model_key(record)),
+            model,
             tools if tools is not None else self.tools_for(record),
             self.clock,
             lease_ttl=self.lease_ttl,
@@ -186,7 +200,7 @@ class Runtime(AuthorityActions):
             return Outcome(act.state, steps, restored)
         finally:
             act.release()
-            if model is None:  # built here: its connections end with the activation
+            if built:  # here: its connections end with the activation
                 getattr(act.model, "close", lambda: None)()
 
     # -- people's inputs --------------------------------------------------------
@@ -381,6 +395,16 @@ class Runtime(AuthorityActions):
         """Read an archive into this store as a new agent; with ``trusted``, only an
         archive signed by one of those exporter keys (:mod:`stead.snapshots.trust`)."""
         return lineage.import_archive(self, Path(path), with_grants=with_grants, trusted=trusted)
+
+    def set_model(self, agent_id: str, model: Any, base_dir: Path | None = None) -> State:
+        """Give the agent another model from its next decision on (journaled).
+
+        ``model`` is what a spec's ``model`` takes; the conversation carries
+        over, since it is rendered from the journal for whichever provider.
+        """
+        ref, script, options = parse_model_field(model, base_dir or Path.cwd())
+        change = {"model": ref, "model_options": options, "script": script, "by": self.person()}
+        return self.append_as_person(agent_id, lambda s: [NewEvent(Kind.MODEL_CHANGED, change)])
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""

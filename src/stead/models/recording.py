@@ -1,0 +1,156 @@
+"""Recording a provider model's exchanges, and replaying them offline.
+
+A recording is a JSON-lines file: a header with the model's options, then one
+line per HTTP exchange (the request's JSON body, the answer's status, its
+``Retry-After`` if any, and its JSON body). Keys never reach it: they travel in
+headers, which are not recorded.
+
+* :class:`RecordingTransport` wraps the real transport of a run started with
+  ``record=PATH`` (``stead run --record PATH``) and appends each exchange,
+  across activations.
+* ``model: replay:PATH`` builds the recorded model with a
+  :class:`ReplayTransport`, which answers the n-th request with the n-th
+  recorded answer once it has checked that the request is the recorded one;
+  if it is not, it stops the agent naming the first message that differs. So a
+  real run becomes a regression test that needs no network: the same journal
+  gives the same requests, and a change to what the model is shown fails it.
+
+Everything the model does with the answers (parsing, retries, compaction) runs
+as it did, because only the bytes on the wire are replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..errors import ModelError, SpecError
+from .options import ModelOptions, parse_model
+
+FORMAT = "stead-model-recording/1"
+MAX_RECORDING_BYTES = 256 * 1024 * 1024
+
+
+class RecordingTransport(httpx.BaseTransport):
+    """Sends through ``inner`` and appends each exchange to a recording file."""
+
+    def __init__(self, inner: httpx.BaseTransport, path: Path, options: ModelOptions) -> None:
+        self._inner = inner
+        self._path = path
+        self._lock = threading.Lock()
+        if not path.exists() or path.stat().st_size == 0:
+            header = {"format": FORMAT, "model": options.to_json()}
+            path.write_text(json.dumps(header, sort_keys=True) + "\n", encoding="utf-8")
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        body = response.read()
+        try:
+            answer: Any = json.loads(body)
+        except ValueError:
+            answer = {"raw": body.decode("utf-8", "replace")}
+        line = {
+            "request": json.loads(request.content or b"null"),
+            "status": response.status_code,
+            "retry_after": response.headers.get("retry-after"),
+            "answer": answer,
+        }
+        with self._lock, self._path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, sort_keys=True) + "\n")
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def read_recording(path: Path) -> tuple[ModelOptions, list[dict[str, Any]]]:
+    """The recorded model's options and its exchanges; SpecError if it is not one."""
+    try:
+        if path.stat().st_size > MAX_RECORDING_BYTES:
+            raise SpecError(f"recording {path} is larger than {MAX_RECORDING_BYTES} bytes")
+        lines = path.read_text(encoding="utf-8").splitlines()
+        header = json.loads(lines[0]) if lines else {}
+        exchanges = [json.loads(line) for line in lines[1:] if line.strip()]
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the model recording {path}: {exc}") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise SpecError(f"{path} is not a stead model recording (no {FORMAT} header)")
+    if not all(isinstance(e, dict) and "request" in e and "status" in e for e in exchanges):
+        raise SpecError(f"recording {path} has a line that is not an exchange")
+    return parse_model(header.get("model")), exchanges
+
+
+class ReplayTransport(httpx.BaseTransport):
+    """Answers each request with the recorded answer, if it is the recorded request."""
+
+    def __init__(self, exchanges: list[dict[str, Any]], path: Path, start: int = 0) -> None:
+        self._exchanges = exchanges
+        self._path = path
+        self.position = start
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        sent = json.loads(request.content or b"null")
+        n = self.position
+        if n >= len(self._exchanges):
+            raise ModelError(
+                f"replay of {self._path}: the run asks the model more often than the "
+                f"recording holds ({len(self._exchanges)} exchanges)"
+            )
+        recorded = self._exchanges[n]
+        if sent != recorded["request"]:
+            raise ModelError(
+                f"replay of {self._path}: request {n + 1} differs from the recording: "
+                f"{first_difference(recorded['request'], sent)}"
+            )
+        self.position += 1
+        headers = {"content-type": "application/json"}
+        if recorded.get("retry_after") is not None:
+            headers["retry-after"] = str(recorded["retry_after"])
+        answer = recorded.get("answer")
+        content = (
+            answer["raw"].encode()
+            if isinstance(answer, dict) and set(answer) == {"raw"}
+            else json.dumps(answer).encode()
+        )
+        return httpx.Response(int(recorded["status"]), headers=headers, content=content)
+
+
+def first_difference(recorded: Any, sent: Any) -> str:
+    """Where two request bodies first differ, in words: the message, or the field."""
+    if isinstance(recorded, dict) and isinstance(sent, dict):
+        old, new = recorded.get("messages"), sent.get("messages")
+        if isinstance(old, list) and isinstance(new, list):
+            for i, (a, b) in enumerate(zip(old, new, strict=False)):
+                if a != b:
+                    role = b.get("role", "?") if isinstance(b, dict) else "?"
+                    was, now = _where(a, b)
+                    return f"message {i + 1} ({role}) was {was} and is now {now}"
+            if len(old) != len(new):
+                return f"the recording has {len(old)} messages, the run {len(new)}"
+        for key in sorted(set(recorded) | set(sent)):
+            if recorded.get(key) != sent.get(key):
+                was, now = _short(recorded.get(key)), _short(sent.get(key))
+                return f"field {key!r} was {was} and is now {now}"
+    return f"the request was {_short(recorded)} and is now {_short(sent)}"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def _where(a: Any, b: Any) -> tuple[str, str]:
+    """The two texts around the first character where they differ."""
+    old, new = json.dumps(a, sort_keys=True), json.dumps(b, sort_keys=True)
+    at = next((i for i, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), 0)
+    start = max(0, at - 60)
+
+    def window(text: str) -> str:
+        tail = "…" if len(text) > at + 160 else ""
+        return ("…" if start else "") + text[start : at + 160] + tail
+
+    return window(old), window(new)
