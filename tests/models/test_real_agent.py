@@ -184,3 +184,48 @@ def test_a_program_can_create_an_agent_for_its_own_model(tmp_path: Path) -> None
     state = rt.run(agent_id, model=scripted([{"finish": "done by my own model"}])).state
     assert state.status == "completed"
     rt.close()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_key_is_in_no_snapshot_archive_or_recording(
+    tmp_path: Path, server: FakeServer, provider: str
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = agent(rt, tmp_path, provider, server.url)
+    server.queue(
+        # the model itself writes the key into its arguments and its memory
+        tool_answer(provider, ("write_file", {"path": "k.txt", "content": KEY})),
+        tool_answer(provider, ("remember", {"values": {"key": KEY}})),
+        tool_answer(provider, ("wait_for_input", {"prompt": f"is {KEY} right?"})),
+    )
+    recording = tmp_path / "run.jsonl"
+    assert rt.run(agent_id, record_model=recording).state.status == "waiting"
+    rt.hibernate(agent_id)
+    rt.wake(agent_id)
+    rt.export(agent_id, tmp_path / "agent.stead")
+    rt.close()
+    files = [tmp_path / "s.db", tmp_path / "agent.stead", recording]
+    files += [p for p in (tmp_path / "data").rglob("*") if p.is_file()]
+    for path in files:
+        data = path.read_bytes()
+        assert KEY.encode() not in data, path
+    assert (tmp_path / "agent.stead").stat().st_size > 0 and recording.stat().st_size > 0
+
+
+def test_show_gives_the_model_and_what_it_cost(tmp_path: Path, server: FakeServer) -> None:
+    from stead.cli.main import main
+
+    rt = runtime(tmp_path)
+    agent_id = agent(rt, tmp_path, "openai", server.url)
+    server.queue(tool_answer("openai", ("wait_for_input", {"prompt": "next?"})))
+    rt.run(agent_id)
+    rt.close()
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["show", agent_id, *store]) == 0
+    text = printed.getvalue()
+    assert "model: openai:m-1" in text and "usage: 120 tokens" in text

@@ -114,6 +114,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"decisions: {state.decisions} · steps completed: {state.steps_completed} · "
         f"tool calls: {state.calls_total} · activations: {state.activations}"
     )
+    model = (state.model_override or {}).get("model") or record.spec.get("model")
+    swapped = " (set since creation)" if state.model_override else ""
+    out.print(f"model: {escape(str(model))}{swapped}")
+    if state.usage:
+        out.print(
+            f"usage: {int(state.usage.get('tokens', 0)):,} tokens · "
+            f"${state.usage.get('spend', 0):.4f} spent"
+        )
     out.print("goals:")
     for g in state.goals:
         out.print(f"  [{g['status']}] {g['id']}: {g['description']}")

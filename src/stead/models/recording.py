@@ -16,19 +16,23 @@ headers, which are not recorded.
   gives the same requests, and a change to what the model is shown fails it.
 
 Everything the model does with the answers (parsing, retries, compaction) runs
-as it did, because only the bytes on the wire are replayed.
+as it did, because only the bytes on the wire are replayed. The model's key is
+redacted from what is recorded, in every shape :mod:`stead.redaction` knows, as
+the journal redacts it: a replayed answer then decides what the journal holds.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from ..errors import ModelError, SpecError
+from ..redaction import Redactor
 from .options import ModelOptions, parse_model
 
 FORMAT = "stead-model-recording/1"
@@ -38,9 +42,17 @@ MAX_RECORDING_BYTES = 256 * 1024 * 1024
 class RecordingTransport(httpx.BaseTransport):
     """Sends through ``inner`` and appends each exchange to a recording file."""
 
-    def __init__(self, inner: httpx.BaseTransport, path: Path, options: ModelOptions) -> None:
+    def __init__(
+        self,
+        inner: httpx.BaseTransport,
+        path: Path,
+        options: ModelOptions,
+        secrets: Mapping[str, str] | None = None,
+    ) -> None:
         self._inner = inner
         self._path = path
+        # a key the model writes into its own answer is hidden as in the journal
+        self._redactor = Redactor(secrets or {})
         self._lock = threading.Lock()
         if not path.exists() or path.stat().st_size == 0:
             header = {"format": FORMAT, "model": options.to_json()}
@@ -59,8 +71,9 @@ class RecordingTransport(httpx.BaseTransport):
             "retry_after": response.headers.get("retry-after"),
             "answer": answer,
         }
+        text = json.dumps(self._redactor.value(line), sort_keys=True)
         with self._lock, self._path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, sort_keys=True) + "\n")
+            fh.write(text + "\n")
         return httpx.Response(response.status_code, headers=response.headers, content=body)
 
     def close(self) -> None:

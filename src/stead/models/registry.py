@@ -63,7 +63,8 @@ def model_for(
         key = key or os.environ.get(opts.api_key_secret) or None
         transport = None
         if record is not None:
-            transport = RecordingTransport(httpx.HTTPTransport(), record, opts)
+            secrets = {opts.api_key_secret: key} if key else {}
+            transport = RecordingTransport(httpx.HTTPTransport(), record, opts, secrets)
         return _provider(opts)(opts, key, transport=transport)
     raise SpecError(f"model {ref!r} is not one this stead knows; pass a model explicitly")
 

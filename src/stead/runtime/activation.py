@@ -44,8 +44,8 @@ from ..integrity.provenance import FlowTracer
 from ..integrity.watch import Watch
 from ..journal import Event, NewEvent, seal
 from ..models.base import Model
+from ..redaction import Redactor
 from ..sandbox.base import Sandbox
-from ..sandbox.redaction import Redactor
 from ..sandbox.secrets import Vault, openable
 from ..sandbox.session import SandboxSession
 from ..sandbox.workspace import Manifest, Workspace, diff
@@ -187,7 +187,7 @@ class Activation:
         dies, which is why :meth:`flush` is called before every effect.
         """
         assert self.lease is not None
-        s = self.state  # nothing the journal keeps holds a secret (see .sandbox.redaction)
+        s = self.state  # nothing the journal keeps holds a secret (see stead.redaction)
         new = NewEvent(new.kind, self.redactor().event(new.data))
         (ev,) = seal(
             s.agent_id, s.version + 1, s.head_hash, self.clock.now(), self.lease.epoch, [new]

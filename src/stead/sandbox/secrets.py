@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import SecretError
 from ..ports import SecretRows
-from .redaction import Redactor
+from ..redaction import Redactor
 
 KEY_ENV = "STEAD_SECRET_KEY"
 KEY_FILE_ENV = "STEAD_SECRET_KEY_FILE"

@@ -1,7 +1,7 @@
 """Secrets in other shapes: encoded, cut, re-cased, or written by the model itself.
 
 Nothing the journal keeps (and so nothing the state, the CLI, a certificate or an
-archive shows) holds a secret's value in any shape :mod:`stead.sandbox.redaction`
+archive shows) holds a secret's value in any shape :mod:`stead.redaction`
 derives: exact, reversed, JSON-escaped, URL-encoded, hex, base64 (standard or
 URL-safe, padded or not, at any alignment), in any case, or a long enough run of
 one of those.
@@ -19,17 +19,17 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.sandbox.test_secrets import KEY, MOD, SECRET, acme_spec
 
 from stead import Runtime, parse_spec
 from stead.cli.main import main
 from stead.integrity.certificates import journaled_certificate, verify_certificate
 from stead.models.scripted import ScriptedModel
+from stead.redaction import SHORT, Redactor, fragment_length, shapes
 from stead.runtime.context import render
-from stead.sandbox.redaction import SHORT, Redactor, fragment_length, shapes
 from stead.sandbox.secrets import redact
 from stead.snapshots.archive import read_archive
 from stead.store.sqlite import SqliteStore
+from tests.sandbox.test_secrets import KEY, MOD, SECRET, acme_spec
 
 HIDDEN = "[secret:TOKEN]"
 
