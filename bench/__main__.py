@@ -26,7 +26,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import comparison, floor, hibernation, machine, report, sandbox_overhead, steps
+from . import (
+    comparison,
+    floor,
+    hibernation,
+    machine,
+    render_flat,
+    report,
+    sandbox_overhead,
+    steps,
+)
 from .systems import PEERS, PEERS_PYTHON, Hist, PeerError, Stead, System
 from .workload import REPO_ROOT
 
@@ -90,6 +99,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--floor-commits", type=int, default=500, help="commits per floor run (500)")
     p.add_argument(
+        "--render-steps",
+        type=int,
+        default=2000,
+        help="stead only: steps of the long run with a small window whose renders are "
+        "timed; 0 skips it (2000)",
+    )
+    p.add_argument(
         "--sandbox-runs",
         type=int,
         default=200,
@@ -127,6 +143,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.steps, args.variant_steps, args.floor_commits, args.large_steps = 200, 100, 100, 50
         args.agents = args.peer_agents = 50
         args.sandbox_runs = min(args.sandbox_runs, 30)
+        args.render_steps = min(args.render_steps, 400)
         args.hibernation_agents = min(args.hibernation_agents, 500)
         args.sizes = [10, 1_000]
     unknown = [s for s in args.systems if s != "stead" and s not in PEERS]
@@ -251,6 +268,15 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if args.large_output:
         once(lambda d: steps.measure(d, 30, "sqlite", args.large_output))
 
+    # -- stead only, once: render cost early and late in a long, compacted run
+    render: dict[str, Any] | None = None
+    if args.render_steps:
+        render = once(lambda d: render_flat.measure(d, args.render_steps))
+        say(
+            f"render: {render['render_ms_first']:.3f} ms per step in the first tenth, "
+            f"{render['render_ms_last']:.3f} ms in the last ({render['compactions']} compactions)"
+        )
+
     # -- stead only, once: a command in the sandbox against a plain subprocess
     sandbox: dict[str, Any] | None = None
     if args.sandbox_runs:
@@ -286,6 +312,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     stead_extra: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
         ("floor", lambda d: floor.measure(d, args.floor_commits)),
         ("memory", lambda d: steps.measure(d, args.steps, "memory")),
+        ("http_model", lambda d: steps.measure_http(d, args.steps)),
     ]
     if args.large_output:
         stead_extra.append(
@@ -402,6 +429,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     stead_resumes = {h.handle.events: resumes["stead"][n] for n, h in histories["stead"].items()}
     res = report.summarise(info, vars(args), rounds, stead_hists, stead_resumes)
     res["sandbox"] = sandbox
+    res["render"] = render
     res["hibernation"] = hib
     res["compare"] = comparison.summarise(
         systems, infos, w1, variants, labels, w2, histories, resumes, w5, res["floor"], errors

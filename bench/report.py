@@ -84,6 +84,14 @@ def summarise(
     )
     memory = steps_summary(rounds["memory"])
     all_steps = {"sqlite": sqlite, "memory": memory}
+    if rounds.get("http_model"):
+        http = steps_summary(rounds["http_model"])
+        # paired by round with the scripted model's run next to it
+        http["x_scripted"] = median(
+            h["ms_per_step"] / st["ms_per_step"]
+            for h, st in zip(rounds["http_model"], rounds["sqlite"], strict=True)
+        )
+        all_steps["http_model"] = http
     if rounds.get("sqlite_large"):
         large = steps_summary(rounds["sqlite_large"])
         large["output_bytes"] = rounds["sqlite_large"][0]["output_bytes"]
@@ -157,6 +165,17 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             "the runtime's own CPU cost per step (and the memory store's JSON copies)",
         ),
     ]
+    http = res["steps"].get("http_model")
+    if http:
+        rows.append(
+            (
+                "Same steps, a model over HTTP (OpenAI wire format, local, zero latency)",
+                f"{_n(http['steps_per_s'], 0)} steps/s; {_n(http['ms_per_step'])} ms/step",
+                f"{_n(http['x_scripted'], 1)}x the scripted model (paired by round): the "
+                "runtime's own cost of rendering the conversation, the request and "
+                f"checking the answer; {cfg['steps']} steps x {cfg['rounds']} rounds",
+            )
+        )
     large = res["steps"].get("sqlite_large")
     if large:
         rows.append(
@@ -167,6 +186,18 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                 f"commit rewrites is {large['state_bytes'] / 1e3:,.0f} kB "
                 f"(vs {s['state_bytes'] / 1e3:,.1f} kB); {cfg['large_steps']} steps x "
                 f"{cfg['rounds']} rounds",
+            )
+        )
+    render = res.get("render")
+    if render:
+        rows.append(
+            (
+                f"Rendering a step of a {render['steps']:,}-step run in a "
+                f"{render['window']:,}-token window",
+                f"{_n(render['render_ms_first'], 3)} ms in the first tenth, "
+                f"{_n(render['render_ms_last'], 3)} ms in the last",
+                f"{_n(render['x_last_first'])}x: bounded by the window, not the history "
+                f"({render['compactions']} compactions; model over local HTTP)",
             )
         )
     rows += sandbox_rows(res.get("sandbox"))

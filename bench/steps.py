@@ -87,19 +87,25 @@ def measure(
     backend: str = "sqlite",
     output_bytes: int = workload.OUTPUT_BYTES,
     profiler: Any = None,
+    model_url: str | None = None,
 ) -> dict[str, Any]:
     """Run one agent for ``steps`` steps in a fresh store; time it.
 
     The agent's spec stores a one-decision script; the ``steps``-decision model
     is passed to ``Runtime.run`` (parsing a long script from YAML is not part of
     running an agent). ``output_bytes`` sizes each tool result. ``profiler`` (a
-    ``cProfile.Profile``) is enabled around the run only.
+    ``cProfile.Profile``) is enabled around the run only. With ``model_url``, the
+    agent's model is instead ``provider: openai`` at that URL (see
+    :mod:`bench.fake_model`), shown the conversation as a real model would be.
     """
     url = f"sqlite:///{workdir / 'steps.db'}" if backend == "sqlite" else "memory:"
     rt = Runtime(url, data_dir=workdir / "data")
     try:
-        agent_id = rt.create(workload.spec(workdir)).agent_id
-        model = workload.model(steps)
+        provider = None
+        if model_url is not None:
+            provider = {"provider": "openai", "name": "bench", "base_url": model_url}
+        agent_id = rt.create(workload.spec(workdir, model=provider)).agent_id
+        model = workload.model(steps) if model_url is None else None
         commit = _Timed(rt.store, "commit")
         append = _Timed(rt.store, "append")
         write = _Timed(rt.store, "_write")
@@ -173,6 +179,14 @@ def measure(
         "store_other_ms_per_step": per_step(commit.total + append.total - write.total),
         "other_ms_per_step": per_step(wall - commit.total - append.total),
     }
+
+
+def measure_http(workdir: Path, steps: int) -> dict[str, Any]:
+    """W1 with the model over HTTP (the OpenAI wire format, a zero-latency local server)."""
+    from .fake_model import FakeModelServer
+
+    with FakeModelServer() as url:
+        return measure(workdir, steps, "sqlite", model_url=url)
 
 
 def profile(workdir: Path, steps: int, out: Path) -> None:

@@ -81,8 +81,9 @@ def model_at(index: int) -> ScriptedModel:
     return ScriptedModel([d] * (index + 1), name="scripted")
 
 
-def spec(workdir: Path, script_len: int = 1) -> AgentSpec:
-    """A validated spec for the bench agent (its script is written to ``workdir``)."""
+def spec(workdir: Path, script_len: int = 1, model: Any = None) -> AgentSpec:
+    """A validated spec for the bench agent (its script is written to ``workdir``);
+    ``model``, if given, is the spec's model instead (a provider's, for example)."""
     script = workdir / "script.yaml"
     script.write_text(
         yaml.safe_dump([decision_data(i) for i in range(script_len)]), encoding="utf-8"
@@ -90,7 +91,7 @@ def spec(workdir: Path, script_len: int = 1) -> AgentSpec:
     data = {
         "name": "bench",
         "instructions": "Look things up and remember the last one.",
-        "model": f"scripted:{script}",
+        "model": f"scripted:{script}" if model is None else model,
         "tools": [TOOL_REF],
         "limits": {"max_steps": 1_000_000_000},
     }

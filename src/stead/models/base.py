@@ -69,6 +69,8 @@ class RenderedContext:
     tools: Sequence[Mapping[str, Any]]
     system: str = ""
     messages: tuple[Turn, ...] = ()
+    size: int = 0
+    """The characters of the canonical JSON the hash was taken over (a size estimate)."""
 
 
 @dataclass(frozen=True, slots=True)

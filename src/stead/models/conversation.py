@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..canonical import dumps
@@ -37,7 +38,7 @@ RESULT_CAP = 16_000
 _DONE = "done"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Call:
     """One tool call of the model's turn: its id, the tool's name, its arguments."""
 
@@ -45,8 +46,13 @@ class Call:
     name: str
     args: Mapping[str, Any]
 
+    @cached_property
+    def args_json(self) -> str:
+        """The arguments as canonical JSON, made once (a turn is sent at every step)."""
+        return dumps(dict(self.args))
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True)
 class Turn:
     """One message: the model's (text and calls), a call's result, or the user's text."""
 
@@ -57,6 +63,11 @@ class Turn:
     is_error: bool = False
     seq: int = 0
     """The journal event this turn came from (where a compaction may cut)."""
+
+    @cached_property
+    def encoded(self) -> str:
+        """:meth:`to_json` as canonical JSON, made once: what the context hash covers."""
+        return dumps(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "text": self.text}

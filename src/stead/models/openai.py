@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..canonical import dumps
 from ..errors import InvalidAnswer
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
@@ -95,7 +94,7 @@ def _messages(context: RenderedContext) -> list[dict[str, Any]]:
                         {
                             "id": c.id,
                             "type": "function",
-                            "function": {"name": c.name, "arguments": dumps(dict(c.args))},
+                            "function": {"name": c.name, "arguments": c.args_json},
                         }
                         for c in t.calls
                     ],

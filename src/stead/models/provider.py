@@ -105,9 +105,11 @@ class ProviderModel:
 
     def request_tokens(self, context: RenderedContext) -> int:
         """The estimated size of the request for ``context``: its JSON, about four
-        characters a token (what the service counts differs by model; the budget
-        leaves room for that)."""
-        return len(json.dumps(self.request(context, offered_tools(context)))) // 4
+        characters a token, with a fifth more for the wire format's own keys (what
+        the service counts differs by model; the budget leaves room for that)."""
+        if not context.size:
+            return len(json.dumps(self.request(context, offered_tools(context)))) // 4
+        return (context.size * 6 // 5 + len(SYSTEM_PROMPT) + 400) // 4
 
     def budget(self) -> int:
         """The tokens a request may take before the conversation is compacted."""

@@ -127,7 +127,7 @@ class Renderer:
         system = self.spec.get("instructions") or "(no instructions)"
         system = f"# Agent {self.spec['name']}\n\n## Instructions\n{system}\n"
         messages = tuple(self.transcript.messages(status_text(self.spec, state)))
-        body = dumps([m.to_json() for m in messages])
+        body = "[" + ",".join(m.encoded for m in messages) + "]"  # each turn encoded once
         hashed = f'{{"messages":{body},"system":{dumps(system)},"tools":{self._schemas_json}}}'
         return RenderedContext(
             text="",
@@ -136,6 +136,7 @@ class Renderer:
             tools=self.schemas,
             system=system,
             messages=messages,
+            size=len(hashed),
         )
 
 

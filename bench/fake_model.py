@@ -1,0 +1,93 @@
+"""A zero-latency model service of the OpenAI wire format on 127.0.0.1, for benchmarks.
+
+It answers each request with the bench agent's next decision (``lookup`` and
+``remember``, see :mod:`bench.workload`) as tool calls, choosing it by how many
+decisions the conversation it is sent already holds, as stateless as a real
+model; a request offering no tools (a compaction's summary) gets a short text.
+What is measured is the runtime's own cost of a model over HTTP: rendering the
+conversation, the request, the answer's parsing and checking, not a model.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bench.workload import decision_data
+
+
+def _answer(body: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if "tools" not in body:
+        message["content"] = "Looked up items and remembered the last key."
+    else:
+        n = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        tool, remember = decision_data(n)["actions"]
+        message["tool_calls"] = [
+            {"id": f"c{n}a", "type": "function",
+             "function": {"name": "lookup", "arguments": json.dumps(tool["args"])}},
+            {"id": f"c{n}b", "type": "function",
+             "function": {"name": "remember",
+                          "arguments": json.dumps({"values": remember["remember"]})}},
+        ]  # fmt: skip
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "bench"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 30, "total_tokens": 1030},
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        payload = json.dumps(_answer(body)).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class FakeModelServer:
+    """``with FakeModelServer() as url:`` a base URL for ``provider: openai``.
+
+    The server runs in a process of its own, so its work (reading each request)
+    is not counted as the runtime's: as with a real model service.
+    """
+
+    def __enter__(self) -> str:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.fake_model"],
+            cwd=Path(__file__).resolve().parent.parent,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        port = int(self._proc.stdout.readline())
+        return f"http://127.0.0.1:{port}/v1"
+
+    def __exit__(self, *exc: Any) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+def serve() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    print(server.server_port, flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    serve()
