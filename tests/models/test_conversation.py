@@ -225,3 +225,61 @@ def test_a_long_run_stays_inside_a_small_window(
         renderer.follow(_Until(rt.store, d.seq - 1), before)
         assert renderer.render(before).hash == d.data["context_hash"], d.seq
     rt.close()
+
+
+def test_a_context_too_long_answer_compacts_and_retries_once(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = make(rt, tmp_path, "openai", server.url)
+    server.queue(
+        tool_answer("openai", ("write_file", {"path": "a.txt", "content": "A"})),
+        tool_answer("openai", ("read_file", {"path": "a.txt"})),
+        Reply(400, {"error": {"message": "This model's maximum context length is 8192 tokens",
+                              "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+        Reply(200, openai_answer(text="summary: a.txt written with A and read back")),
+        tool_answer("openai", *DONE),
+    )  # fmt: skip
+    state = rt.run(agent_id).state
+    assert state.status == "completed", state.status_reason
+    (compacted,) = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.CONTEXT_COMPACTED]
+    assert compacted.data["summary"].startswith("summary: a.txt written")
+    retry = messages_of(server.seen[4].body)
+    assert retry[1]["content"].startswith("Summary of the work so far:\nsummary: a.txt written")
+    assert "tools" not in server.seen[3].body  # the summary was asked without tools
+    rt.close()
+
+
+def test_the_budget_monitor_counts_a_providers_tokens(tmp_path: Path, server: FakeServer) -> None:
+    rt = runtime(tmp_path)
+    (tmp_path / "seed").mkdir()
+    spec = {
+        "name": "spender",
+        "model": {"provider": "anthropic", "name": "m-1", "base_url": server.url},
+        "tools": ["read_file"],
+        "workspace": "seed",
+        "monitors": {"budget": {"tokens": 300}},
+    }
+    agent_id = rt.create(parse_spec(spec, tmp_path)).agent_id
+    server.responder = lambda body: tool_answer("anthropic", ("remember", {"values": {"x": 1}}))
+    state = rt.run(agent_id).state
+    assert state.status == "needs_attention" and "budget" in state.status_reason
+    assert state.decisions == 3  # 120 tokens each: the third crosses 300
+    rt.close()
+
+
+def test_a_hibernated_agents_model_can_be_swapped(tmp_path: Path, server: FakeServer) -> None:
+    rt = runtime(tmp_path)
+    agent_id = make(rt, tmp_path, "openai", server.url)
+    server.queue(tool_answer("openai", ("wait_for_input", {"prompt": "go?"})))
+    assert rt.run(agent_id).state.status == "waiting"
+    rt.hibernate(agent_id)
+    with FakeServer() as other:
+        state = rt.set_model(agent_id, "anthropic:claude-x")
+        assert state.status == "hibernated"
+        rt.set_model(agent_id, {"provider": "anthropic", "name": "claude-x", "base_url": other.url})
+        rt.send(agent_id, "go")
+        other.queue(tool_answer("anthropic", *DONE))
+        assert rt.run(agent_id).state.status == "completed"
+        assert other.seen[0].body["model"] == "claude-x"
+    rt.close()

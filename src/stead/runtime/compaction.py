@@ -82,7 +82,8 @@ def compact(act: Activation, context: RenderedContext, *, force: bool = False) -
         return context
     if not force and _tokens(act, context) <= budget():
         return context
-    through = cut_point(transcript.turns, budget() // 3)
+    # told the request is too long, keep only the newest decision whole
+    through = cut_point(transcript.turns, 0 if force else budget() // 3)
     if through is None:
         return context
     summary = act.model.summarize(summary_input(transcript, through))  # type: ignore[attr-defined]
