@@ -283,3 +283,34 @@ def test_a_hibernated_agents_model_can_be_swapped(tmp_path: Path, server: FakeSe
         assert rt.run(agent_id).state.status == "completed"
         assert other.seen[0].body["model"] == "claude-x"
     rt.close()
+
+
+def test_a_cheaper_summarizer_named_in_the_spec_writes_the_summaries(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    (tmp_path / "seed").mkdir()
+    for i in range(3):
+        (tmp_path / "seed" / f"page{i}.txt").write_text(f"page {i} " + "word " * 120)
+    rt = runtime(tmp_path)
+    summarizer = {"provider": "anthropic", "name": "haiku-cheap", "base_url": server.url}
+    agent_id = make(
+        rt, tmp_path, "openai", server.url, context_window=4096, max_tokens=256,
+        summarizer=summarizer,
+    )  # fmt: skip
+    summaries: list[str] = []
+    main_model = _long_run_responder(summaries, 60, "openai")
+
+    def respond(body: Any) -> Reply:
+        if body["model"] == "haiku-cheap":
+            assert "tools" not in body and body["system"].startswith("You compress")
+            return Reply(200, anthropic_answer([anthropic_text("cheap summary")]))
+        return main_model(body)  # type: ignore[no-any-return]
+
+    server.responder = respond
+    state = rt.run(agent_id).state
+    assert state.status == "completed", state.status_reason
+    compacted = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.CONTEXT_COMPACTED]
+    assert compacted and all(e.data["model"] == "anthropic:haiku-cheap" for e in compacted)
+    assert all(e.data["summary"] == "cheap summary" for e in compacted)
+    assert not summaries  # the agent's own model was never asked for one
+    rt.close()

@@ -16,6 +16,8 @@ A spec names its model in one of two forms::
       timeout: 120                       # seconds per request
       max_retries: 4                     # 429, 5xx and timeouts, with backoff
       invalid_answers: 3                 # unusable answers in a row before a person is asked
+      summarizer: openai:gpt-4o-mini     # a cheaper model for compaction (same forms;
+                                         #   default: the model itself)
 
 :func:`parse_model` checks all of it, so a bad option is refused when the spec
 is read, before anything is stored; the checked options are stored with the
@@ -51,6 +53,7 @@ _KEYS = (
     "timeout",
     "max_retries",
     "invalid_answers",
+    "summarizer",
 )
 
 
@@ -70,6 +73,9 @@ class ModelOptions:
     invalid_answers: int = 3
     """Unusable answers in a row (text only, an unknown tool, bad arguments)
     after which the agent stops in ``needs_attention``."""
+    summarizer: dict[str, Any] | None = None
+    """The checked options of the model that writes compaction summaries (None:
+    this model itself)."""
 
     @property
     def ref(self) -> str:
@@ -140,6 +146,11 @@ def parse_model(value: Any) -> ModelOptions:
         opts["max_retries"] = _number(data, "max_retries", 0, 10, integer=True)
     if "invalid_answers" in data:
         opts["invalid_answers"] = _number(data, "invalid_answers", 1, 100, integer=True)
+    if data.get("summarizer") is not None:
+        nested = data["summarizer"]
+        if isinstance(nested, Mapping) and nested.get("summarizer") is not None:
+            raise _fail("a summarizer cannot name a summarizer of its own")
+        opts["summarizer"] = parse_model(data["summarizer"]).to_json()
     return ModelOptions(provider, name, base_url.rstrip("/"), secret, **opts)
 
 

@@ -70,7 +70,7 @@ class ProviderModel:
         self.name = options.ref
         self.invalid_answers = options.invalid_answers
         # the key this model sends: redacted from everything the agent journals
-        self.secrets: dict[str, str] = {options.api_key_secret: api_key} if api_key else {}
+        self._secrets: dict[str, str] = {options.api_key_secret: api_key} if api_key else {}
         self._key = api_key
         self._client = httpx.Client(
             timeout=httpx.Timeout(options.timeout, connect=min(options.timeout, 10.0)),
@@ -82,6 +82,8 @@ class ProviderModel:
 
     def close(self) -> None:
         self._client.close()
+        if self.summarizer is not None:
+            self.summarizer.close()
 
     # -- what a wire format fills in ------------------------------------------------
 
@@ -115,8 +117,21 @@ class ProviderModel:
         """The tokens a request may take before the conversation is compacted."""
         return int(0.75 * (self.options.context_window - self.options.max_tokens))
 
+    summarizer: ProviderModel | None = None
+    """The model that writes compaction summaries, when the spec names a cheaper one."""
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        """The keys this model (and its summarizer) send: redacted wherever the agent
+        journals or records anything."""
+        theirs = self.summarizer.secrets if self.summarizer is not None else {}
+        return {**theirs, **self._secrets}
+
     def summarize(self, text: str) -> Summary:
-        """A summary of ``text`` (older turns of the conversation), asked of this model."""
+        """A summary of ``text`` (older turns of the conversation), asked of this
+        model or of its summarizer."""
+        if self.summarizer is not None:
+            return self.summarizer.summarize(text)
         kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
         exchange = post_json(
             self._client,
@@ -137,7 +152,7 @@ class ProviderModel:
                 f"{self.service} gave no summary to compact the conversation with",
                 attempts=exchange.attempts,
             )
-        return Summary(summary.strip(), self.usage(tokens), tuple(exchange.attempts))
+        return Summary(summary.strip(), self.usage(tokens), tuple(exchange.attempts), self.name)
 
     # -- the decision ---------------------------------------------------------------
 
@@ -192,6 +207,8 @@ class Summary:
     text: str
     usage: dict[str, float]
     attempts: tuple[Attempt, ...]
+    model: str
+    """Which model wrote it."""
 
 
 def _answer_of(calls: list[ToolCall], text: str) -> dict[str, Any]:

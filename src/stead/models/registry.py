@@ -50,7 +50,13 @@ def model_for(
         path = Path(ref.partition(":")[2])
         opts, exchanges = read_recording(path)
         replay = ReplayTransport(exchanges, path, start=requests_made)
-        return _provider(opts)(opts, None, transport=replay, sleep=lambda _: None)
+        model = _provider(opts)(opts, None, transport=replay, sleep=lambda _: None)
+        if opts.summarizer is not None:  # its exchanges are in the same recording
+            summary = options_from_record(opts.summarizer)
+            model.summarizer = _provider(summary)(
+                summary, None, transport=replay, sleep=lambda _: None
+            )
+        return model
     if kind == "program":
         raise SpecError(
             f"agent's model {ref!r} is given by the program that runs it: pass it as "
@@ -59,13 +65,10 @@ def model_for(
     options = spec.get("model_options")
     if isinstance(options, Mapping):
         opts = options_from_record(options)
-        key = vault_key(opts.api_key_secret) if vault_key is not None else None
-        key = key or os.environ.get(opts.api_key_secret) or None
-        transport = None
-        if record is not None:
-            secrets = {opts.api_key_secret: key} if key else {}
-            transport = RecordingTransport(httpx.HTTPTransport(), record, opts, secrets)
-        return _provider(opts)(opts, key, transport=transport)
+        model = _built(opts, vault_key, record)
+        if opts.summarizer is not None:
+            model.summarizer = _built(options_from_record(opts.summarizer), vault_key, record)
+        return model
     raise SpecError(f"model {ref!r} is not one this stead knows; pass a model explicitly")
 
 
@@ -74,6 +77,16 @@ def effective_spec(spec: Mapping[str, Any], state: State) -> dict[str, Any]:
     if state.model_override is None:
         return dict(spec)
     return {**spec, **state.model_override}
+
+
+def _built(opts: ModelOptions, vault_key: KeyLookup | None, record: Path | None) -> ProviderModel:
+    key = vault_key(opts.api_key_secret) if vault_key is not None else None
+    key = key or os.environ.get(opts.api_key_secret) or None
+    transport = None
+    if record is not None:
+        secrets = {opts.api_key_secret: key} if key else {}
+        transport = RecordingTransport(httpx.HTTPTransport(), record, opts, secrets)
+    return _provider(opts)(opts, key, transport=transport)
 
 
 def _provider(opts: ModelOptions) -> type[ProviderModel]:

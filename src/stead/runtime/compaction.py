@@ -91,7 +91,7 @@ def compact(act: Activation, context: RenderedContext, *, force: bool = False) -
         Kind.CONTEXT_COMPACTED,
         through=through,
         summary=summary.text,
-        model=act.model.name,
+        model=summary.model,
         **usage_fields(act, summary.usage),
         **attempt_fields(summary.attempts),
     )
