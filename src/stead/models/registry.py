@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -14,7 +15,12 @@ from ..state import State
 from .anthropic import AnthropicModel
 from .base import Model
 from .openai import OpenAIModel
-from .options import ModelOptions, options_from_record
+from .options import (
+    DEFAULT_BASE_URLS,
+    DEFAULT_KEY_SECRETS,
+    ModelOptions,
+    options_from_record,
+)
 from .provider import ProviderModel
 from .recording import RecordingTransport, ReplayTransport, read_recording
 from .scripted import ScriptedModel
@@ -35,8 +41,9 @@ def model_for(
 
     A provider's API key is the vault secret the spec names (``api_key_secret``)
     if ``vault_key`` finds it, else the worker's environment variable of that
-    name, else none (a local server may need none; a service that does answers
-    401, and the agent stops saying what to set). With ``record``, every exchange
+    name where :func:`environment_key` allows it, else none (a local server may
+    need none; a service that does answers 401, and the agent stops saying what
+    to set). With ``record``, every exchange
     is appended to that file; a ``replay:PATH`` model answers from such a file,
     from its exchange ``requests_made`` on (the requests journaled so far).
     """
@@ -79,9 +86,41 @@ def effective_spec(spec: Mapping[str, Any], state: State) -> dict[str, Any]:
     return {**spec, **state.model_override}
 
 
+KEY_ENV = "STEAD_MODEL_KEY_ENV"
+"""Comma-separated names of the worker's variables a spec may name as a model's key."""
+_LOCAL = ("127.0.0.1", "localhost", "::1")
+
+
+def environment_key(opts: ModelOptions) -> str | None:
+    """The model's key from the worker's environment, where the operator allows it.
+
+    A spec is not the operator: it may not name just any variable of the worker
+    (the vault key, a cloud credential) and point ``base_url`` at its own server.
+    So a variable is used only when it is the provider's usual one
+    (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) and the request goes to that
+    provider's own endpoint, or when the operator lists its name in
+    ``$STEAD_MODEL_KEY_ENV``; never a ``STEAD_`` variable. Keys in the vault are
+    the tenant's own and go where its specs say.
+    """
+    name = opts.api_key_secret
+    if name.startswith("STEAD_"):
+        return None
+    allowed = {n.strip() for n in os.environ.get(KEY_ENV, "").split(",") if n.strip()}
+    usual = name == DEFAULT_KEY_SECRETS[opts.provider]
+    if name in allowed or (usual and opts.base_url == DEFAULT_BASE_URLS[opts.provider]):
+        return os.environ.get(name) or None
+    return None
+
+
 def _built(opts: ModelOptions, vault_key: KeyLookup | None, record: Path | None) -> ProviderModel:
     key = vault_key(opts.api_key_secret) if vault_key is not None else None
-    key = key or os.environ.get(opts.api_key_secret) or None
+    key = key or environment_key(opts)
+    url = urlsplit(opts.base_url)
+    if key and url.scheme == "http" and url.hostname not in _LOCAL:
+        raise SpecError(
+            f"model {opts.ref}: base_url {opts.base_url} is plain http to another host, and "
+            "the API key would cross the network unencrypted; use https"
+        )
     transport = None
     if record is not None:
         secrets = {opts.api_key_secret: key} if key else {}
