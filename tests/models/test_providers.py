@@ -281,3 +281,39 @@ def test_bad_model_options_are_refused_naming_what_is_wrong(value: Any, problem:
     with pytest.raises(SpecError, match="spec field 'model'") as err:
         parse_model(value)
     assert problem in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        # a token count no integer can hold
+        (b'{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[]}}],'
+         b'"usage":{"prompt_tokens":1e400}}', "not finite"),
+        # NaN and an infinite number in the arguments
+        (b'{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function",'
+         b'"function":{"name":"wait","arguments":"{\\"seconds\\": 1e400}"}}]}}]}',
+         "not valid JSON"),
+        (b'{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function",'
+         b'"function":{"name":"remember","arguments":"{\\"values\\": {\\"x\\": NaN}}"}}]}}]}',
+         "not valid JSON"),
+        # nesting deep enough to exhaust the recursion limit
+        (b'{"choices":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "not JSON"),
+        (b'{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[]}}],'
+         b'"usage":{"prompt_tokens":NaN}}', "not JSON"),
+    ],
+)  # fmt: skip
+def test_a_hostile_answer_is_an_error_never_a_crash(
+    server: FakeServer, raw: bytes, problem: str
+) -> None:
+    model, _ = make("openai", server.url)
+    server.queue(Reply(200, raw=raw))
+    with pytest.raises(ModelError, match=problem):
+        model.decide(CONTEXT)
+
+
+def test_negative_token_counts_count_as_none(server: FakeServer) -> None:
+    model, _ = make("anthropic", server.url)
+    body = anthropic_answer([anthropic_use("t1", "finish", {"summary": "x"})], input_tokens=-500)
+    server.queue(Reply(200, body))
+    usage = model.decide(CONTEXT).usage
+    assert usage is not None and usage["input_tokens"] == 0 and usage["tokens"] == 20

@@ -25,6 +25,7 @@ from jsonschema.exceptions import SchemaError
 
 from ..errors import InvalidAnswer, ScriptError
 from .base import RenderedContext, parse_action
+from .http import strict_json
 
 _TEXT = {"type": "string"}
 ACTION_TOOLS: dict[str, dict[str, Any]] = {
@@ -163,10 +164,11 @@ def offered_tools(context: RenderedContext) -> list[ToolSpec]:
 
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
-        args = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as exc:
+        args = strict_json(call.arguments or "{}")
+    except (ValueError, RecursionError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "nested too deep"
         raise InvalidAnswer(
-            f"the arguments of your call of {call.name} are not valid JSON ({exc.msg})"
+            f"the arguments of your call of {call.name} are not valid JSON ({why[:200]})"
         ) from None
     if not isinstance(args, dict):
         raise InvalidAnswer(f"the arguments of your call of {call.name} must be a JSON object")

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import InvalidAnswer
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
-from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel
+from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel, count
 
 API_VERSION = "2023-06-01"
 
@@ -63,13 +63,13 @@ class AnthropicModel(ProviderModel):
 
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
         usage = body.get("usage") or {}
-        cached = int(usage.get("cache_read_input_tokens") or 0)
+        cached = count(usage.get("cache_read_input_tokens"))
         tokens = {
             # input_tokens counts only what was neither read from nor written to the cache
-            "input": int(usage.get("input_tokens") or 0)
+            "input": count(usage.get("input_tokens"))
             + cached
-            + int(usage.get("cache_creation_input_tokens") or 0),
-            "output": int(usage.get("output_tokens") or 0),
+            + count(usage.get("cache_creation_input_tokens")),
+            "output": count(usage.get("output_tokens")),
             "cached": cached,
         }
         blocks = body["content"]

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import InvalidAnswer
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
-from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel
+from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel, count
 
 
 class OpenAIModel(ProviderModel):
@@ -61,9 +61,9 @@ class OpenAIModel(ProviderModel):
         usage = body.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}
         tokens = {
-            "input": int(usage.get("prompt_tokens") or 0),
-            "output": int(usage.get("completion_tokens") or 0),
-            "cached": int(details.get("cached_tokens") or 0),
+            "input": count(usage.get("prompt_tokens")),
+            "output": count(usage.get("completion_tokens")),
+            "cached": count(details.get("cached_tokens")),
         }
         if message.get("refusal"):
             raise InvalidAnswer(f"you refused: {str(message['refusal'])[:500]}")

@@ -211,6 +211,15 @@ class Summary:
     """Which model wrote it."""
 
 
+def count(value: Any) -> int:
+    """A token count from an answer: a whole number of at least 0, else 0."""
+    try:
+        number = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return max(0, min(number, 10**12))
+
+
 def _answer_of(calls: list[ToolCall], text: str) -> dict[str, Any]:
     """What the model answered, for the journal and for its next context (bounded)."""
     return {
