@@ -247,6 +247,8 @@ def test_a_context_too_long_answer_compacts_and_retries_once(
     retry = messages_of(server.seen[4].body)
     assert retry[1]["content"].startswith("Summary of the work so far:\nsummary: a.txt written")
     assert "tools" not in server.seen[3].body  # the summary was asked without tools
+    # the request refused as too long is journaled with the summary that answered it
+    assert [a["status"] for a in compacted.data["attempts"]] == [400, 200]
     rt.close()
 
 
@@ -314,3 +316,22 @@ def test_a_cheaper_summarizer_named_in_the_spec_writes_the_summaries(
     assert all(e.data["summary"] == "cheap summary" for e in compacted)
     assert not summaries  # the agent's own model was never asked for one
     rt.close()
+
+
+def test_a_call_of_unknown_outcome_and_its_resolution_are_shown_as_such() -> None:
+    from stead.journal import Event
+    from stead.models.conversation import Transcript
+
+    def ev(seq: int, kind: str, **data: Any) -> Event:
+        return Event("ag", seq, kind, 0.0, data, "", "", 0)
+
+    t = Transcript()
+    action = {"type": "tool", "tool": "deploy", "args": {}, "call_id": "call_RANDOM"}
+    t.observe(ev(5, Kind.DECISION, actions=[action], step=1, context_hash="h"))
+    t.observe(ev(6, Kind.OUTCOME_UNKNOWN, call_id="call_RANDOM", reason="the worker died"))
+    t.observe(ev(7, Kind.CALL_RESOLVED, call_id="call_RANDOM", resolution="done", output="v2"))
+    turns = t.messages("status")
+    assert turns[0].calls[0].id == "call_5_0"  # from the journal's order, not the random id
+    assert turns[1].role == "tool" and "outcome is unknown" in turns[1].text
+    assert turns[1].call_id == "call_5_0" and turns[1].is_error
+    assert turns[2].text == 'About your call call_5_0: a person resolved it as done: "v2"'

@@ -274,6 +274,15 @@ def test_the_request_is_the_same_bytes_for_the_same_context(server: FakeServer) 
         ({"provider": "openai", "name": "m", "max_tokens": 1.5}, "whole number"),
         ({"provider": "openai", "name": "m", "api_key": "sk-x"}, "'api_key' is not a model option"),
         ({"provider": "anthropic", "name": "m", "api_key_secret": "a b"}, "not a secret name"),
+        ({"provider": "openai", "name": "m", "context_window": 4096}, "at most half"),
+        (
+            {
+                "provider": "openai",
+                "name": "m",
+                "summarizer": {"provider": "openai", "name": "s", "summarizer": "openai:t"},
+            },
+            "cannot name a summarizer",
+        ),
         (7, "must be text"),
     ],
 )
@@ -317,3 +326,27 @@ def test_negative_token_counts_count_as_none(server: FakeServer) -> None:
     server.queue(Reply(200, body))
     usage = model.decide(CONTEXT).usage
     assert usage is not None and usage["input_tokens"] == 0 and usage["tokens"] == 20
+
+
+def test_openais_own_endpoint_gets_max_completion_tokens() -> None:
+    opts = parse_model({"provider": "openai", "name": "o4-mini", "max_tokens": 900})
+    model = OpenAIModel(opts, None)
+    body = model.request(CONTEXT, [])
+    assert body["max_completion_tokens"] == 900 and "max_tokens" not in body
+    local = OpenAIModel(parse_model({"provider": "openai", "name": "m",
+                                     "base_url": "http://127.0.0.1:1/v1"}), None)  # fmt: skip
+    assert local.request(CONTEXT, [])["max_tokens"] == 4096
+    model.close()
+    local.close()
+
+
+def test_tool_names_a_provider_cannot_take_are_refused_at_creation(tmp_path: Any) -> None:
+    from stead import Runtime, parse_spec
+
+    for ref, problem in (
+        ("tests.models.named_tools:my_finish", "one of the runtime's own actions"),
+        ("tests.models.named_tools:look_up", "1 to 64 letters"),
+    ):
+        spec = parse_spec({"name": "a", "model": "openai:m", "tools": [ref]}, ".")
+        with pytest.raises(SpecError, match=problem):
+            Runtime.check_loads(spec)

@@ -188,3 +188,23 @@ def test_model_set_from_the_command_line(tmp_path: Path, server: FakeServer) -> 
     rt.run(agent_id)
     assert server.seen[0].body["model"] == "llama3"
     rt.close()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"request": {}, "status": "200", "answer": {}}',
+        '{"request": {}, "status": 200, "answer": {"raw": 7}}',
+        '{"request": {}, "status": 999, "answer": {}}',
+        '{"request": {}, "status": 200, "answer": {}, "retry_after": 5}',
+        '{"request": ' + "[" * 50_000 + "]" * 50_000 + ', "status": 200, "answer": {}}',
+        '{"request": {}, "status": 200, "answer": {"x": NaN}}',
+    ],
+)
+def test_a_damaged_recording_is_refused_naming_the_line(tmp_path: Path, line: str) -> None:
+    from stead.errors import SpecError
+
+    header = {"format": "stead-model-recording/1", "model": {"provider": "openai", "name": "m"}}
+    (tmp_path / "r.jsonl").write_text(json.dumps(header) + "\n" + line + "\n")
+    with pytest.raises(SpecError, match="recording"):
+        parse_spec(spec("replay:r.jsonl"), tmp_path)

@@ -16,14 +16,15 @@ the reason, never run.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from ..errors import InvalidAnswer, ScriptError
+from ..errors import InvalidAnswer, ModelError, ScriptError, SpecError
 from .base import RenderedContext, parse_action
 from .http import strict_json
 
@@ -124,6 +125,23 @@ ACTION_TOOLS: dict[str, dict[str, Any]] = {
 """The runtime's own actions, offered to a model as tools (no agent tool may share a name)."""
 
 _SHORT = {"send_message": "message"}
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""A tool name every provider accepts."""
+
+
+def check_tool_names(names: Iterable[str]) -> None:
+    """Refuse tool names a provider's model cannot be offered (SpecError, at creation)."""
+    for name in sorted(names):
+        if name in ACTION_TOOLS:
+            raise SpecError(
+                f"tool {name!r} has the name of one of the runtime's own actions "
+                f"({', '.join(ACTION_TOOLS)}); declare it under another name"
+            )
+        if not TOOL_NAME.match(name):
+            raise SpecError(
+                f"tool {name!r} cannot be offered to a provider's model: a tool name is 1 to "
+                "64 letters, digits, '_' or '-'; declare it under such a name"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +165,10 @@ class ToolCall:
 
 def offered_tools(context: RenderedContext) -> list[ToolSpec]:
     """The agent's tools then the runtime's actions, in a fixed order."""
-    taken = {str(t["name"]) for t in context.tools} & set(ACTION_TOOLS)
-    if taken:
-        raise InvalidAnswer(
-            f"the agent's tool {sorted(taken)[0]!r} has the name of one of the runtime's "
-            "actions; rename the tool"
-        )
+    try:  # refused at creation from a spec; a program may still hand over such a tool
+        check_tool_names(str(t["name"]) for t in context.tools)
+    except SpecError as exc:
+        raise ModelError(f"the model cannot be offered the agent's tools: {exc}") from None
     own = [
         ToolSpec(str(t["name"]), str(t.get("description") or ""), t.get("parameters") or {})
         for t in context.tools

@@ -250,6 +250,16 @@ _OUTCOMES: dict[str, Any] = {
     Kind.APPROVAL_REQUESTED: lambda d: ("held for a person's approval; the result follows", False),
     Kind.PROPOSAL_RECORDED: lambda d: ("recorded as a proposal for a person to accept", False),
     Kind.RESULT_READ: lambda d: (str(d.get("text", "")), False),
+    Kind.OUTCOME_UNKNOWN: lambda d: (
+        f"its outcome is unknown (the worker stopped during it); a person will say: "
+        f"{d.get('reason', '')}",
+        True,
+    ),
+    Kind.CALL_RESOLVED: lambda d: (
+        f"a person resolved it as {d.get('resolution')}"
+        + (f": {dumps(d['output'])}" if d.get("output") is not None else ""),
+        d.get("resolution") != "done",
+    ),
 }
 _TOLD: dict[str, Any] = {
     Kind.INPUT_RECEIVED: lambda d: f"A person says: {d['text']}",

@@ -40,11 +40,17 @@ class OpenAIModel(ProviderModel):
                 }
                 for t in tools
             ],
-            "max_tokens": self.options.max_tokens,
         }
+        # OpenAI's own API takes max_completion_tokens (its reasoning models refuse
+        # max_tokens); the servers that speak its format take max_tokens
+        body[self._max_key()] = self.options.max_tokens
         if self.options.temperature is not None:
             body["temperature"] = self.options.temperature
         return body
+
+    def _max_key(self) -> str:
+        official = self.options.base_url.startswith("https://api.openai.com/")
+        return "max_completion_tokens" if official else "max_tokens"
 
     def summary_request(self, text: str) -> dict[str, Any]:
         return {
@@ -53,7 +59,7 @@ class OpenAIModel(ProviderModel):
                 {"role": "system", "content": SUMMARY_PROMPT},
                 {"role": "user", "content": text},
             ],
-            "max_tokens": self.options.max_tokens,
+            self._max_key(): self.options.max_tokens,
         }
 
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:

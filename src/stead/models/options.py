@@ -40,6 +40,8 @@ DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com/v1",
 }
 DEFAULT_KEY_SECRETS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_WINDOW = 128_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _SECRET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _KEYS = (
@@ -65,9 +67,9 @@ class ModelOptions:
     name: str
     base_url: str
     api_key_secret: str
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
-    context_window: int = 128_000
+    context_window: int = DEFAULT_WINDOW
     timeout: float = 120.0
     max_retries: int = 4
     invalid_answers: int = 3
@@ -146,6 +148,14 @@ def parse_model(value: Any) -> ModelOptions:
         opts["max_retries"] = _number(data, "max_retries", 0, 10, integer=True)
     if "invalid_answers" in data:
         opts["invalid_answers"] = _number(data, "invalid_answers", 1, 100, integer=True)
+    window = opts.get("context_window", DEFAULT_WINDOW)
+    answer = opts.get("max_tokens", DEFAULT_MAX_TOKENS)
+    if answer * 2 > window:
+        raise _fail(
+            f"max_tokens ({answer}) must be at most half of context_window ({window}), or "
+            "the conversation would be compacted before every decision; lower max_tokens "
+            "or give the model's real window"
+        )
     if data.get("summarizer") is not None:
         nested = data["summarizer"]
         if isinstance(nested, Mapping) and nested.get("summarizer") is not None:

@@ -33,6 +33,7 @@ import httpx
 
 from ..errors import ModelError, SpecError
 from ..redaction import Redactor
+from .http import strict_json
 from .options import ModelOptions, parse_model
 
 FORMAT = "stead-model-recording/1"
@@ -86,15 +87,31 @@ def read_recording(path: Path) -> tuple[ModelOptions, list[dict[str, Any]]]:
         if path.stat().st_size > MAX_RECORDING_BYTES:
             raise SpecError(f"recording {path} is larger than {MAX_RECORDING_BYTES} bytes")
         lines = path.read_text(encoding="utf-8").splitlines()
-        header = json.loads(lines[0]) if lines else {}
-        exchanges = [json.loads(line) for line in lines[1:] if line.strip()]
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        header = strict_json(lines[0]) if lines else {}
+        exchanges = [strict_json(line) for line in lines[1:] if line.strip()]
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise SpecError(f"cannot read the model recording {path}: {exc}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SpecError(f"{path} is not a stead model recording (no {FORMAT} header)")
-    if not all(isinstance(e, dict) and "request" in e and "status" in e for e in exchanges):
-        raise SpecError(f"recording {path} has a line that is not an exchange")
+    for n, e in enumerate(exchanges, start=2):
+        if not _is_exchange(e):
+            raise SpecError(
+                f"recording {path}, line {n}: not an exchange (a request, an HTTP status "
+                "from 100 to 599, an answer, and a Retry-After that is text or null)"
+            )
     return parse_model(header.get("model")), exchanges
+
+
+def _is_exchange(e: Any) -> bool:
+    if not isinstance(e, dict) or "request" not in e or "answer" not in e:
+        return False
+    status = e.get("status")
+    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+        return False
+    answer = e["answer"]
+    if isinstance(answer, dict) and set(answer) == {"raw"} and not isinstance(answer["raw"], str):
+        return False
+    return e.get("retry_after") is None or isinstance(e["retry_after"], str)
 
 
 class ReplayTransport(httpx.BaseTransport):

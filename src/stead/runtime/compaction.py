@@ -18,7 +18,7 @@ retry (:func:`compact`, ``force=True``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..canonical import dumps
 from ..journal import Kind
@@ -74,7 +74,13 @@ def summary_input(transcript: Transcript, through: int) -> str:
     return "\n".join(lines)
 
 
-def compact(act: Activation, context: RenderedContext, *, force: bool = False) -> RenderedContext:
+def compact(
+    act: Activation,
+    context: RenderedContext,
+    *,
+    force: bool = False,
+    failed: Sequence[Any] = (),
+) -> RenderedContext:
     """The context to ask with: ``context``, or after a compaction if it is over budget."""
     transcript = act.renderer.transcript
     budget = getattr(act.model, "budget", None)
@@ -93,7 +99,8 @@ def compact(act: Activation, context: RenderedContext, *, force: bool = False) -
         summary=summary.text,
         model=summary.model,
         **usage_fields(act, summary.usage),
-        **attempt_fields(summary.attempts),
+        # with the requests the model refused as too long, which this one answers
+        **attempt_fields([*failed, *summary.attempts]),
     )
     return act.renderer.render(act.state)
 

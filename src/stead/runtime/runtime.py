@@ -34,6 +34,7 @@ from ..integrity.provenance import Graph
 from ..integrity.rollback import RollbackReport, rollback
 from ..integrity.watch import monitors_for
 from ..journal import Event, Kind, NewEvent
+from ..models.actions import check_tool_names
 from ..models.base import Decision, Model, RenderedContext
 from ..models.registry import effective_spec, model_for
 from ..sandbox.base import Sandbox
@@ -117,6 +118,8 @@ class Runtime(AuthorityActions):
         """
         tools = load_tools(spec.tools, [spec.base_dir])
         monitors_for(spec.to_record(), tools)
+        if spec.model_options is not None:  # offered to a provider as tools, by name
+            check_tool_names(tools)
 
     def create(self, spec: AgentSpec, agent_id: str | None = None) -> State:
         """Create an agent from a validated spec; seed its workspace; journal it.

@@ -93,8 +93,8 @@ def decide(act: Activation) -> bool:
         context = compact(act, act.renderer.render(act.state))
         try:
             decision = act.model.decide(context)
-        except ContextTooLong:
-            shorter = compact(act, context, force=True)  # then one more try, or stop
+        except ContextTooLong as exc:
+            shorter = compact(act, context, force=True, failed=exc.attempts)  # one more try
             if shorter is context:
                 raise
             context = shorter
