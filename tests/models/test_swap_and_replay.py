@@ -208,3 +208,36 @@ def test_a_damaged_recording_is_refused_naming_the_line(tmp_path: Path, line: st
     (tmp_path / "r.jsonl").write_text(json.dumps(header) + "\n" + line + "\n")
     with pytest.raises(SpecError, match="recording"):
         parse_spec(spec("replay:r.jsonl"), tmp_path)
+
+
+def test_a_running_agents_model_is_swapped_before_its_next_decision(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    import threading
+
+    rt = runtime(tmp_path)
+    first = {"provider": "openai", "name": "gpt-a", "base_url": server.url}
+    agent_id = rt.create(parse_spec(spec(first), tmp_path)).agent_id
+    write = tool_answer("openai", ("write_file", {"path": "note.txt", "content": "hi"}))
+    server.queue(Reply(200, write.body, delay=1.5))
+    with FakeServer() as other:
+        other.queue(tool_answer("anthropic", ("read_file", {"path": "note.txt"})))
+        other.queue(tool_answer("anthropic", *DONE))
+        outcome: list[Any] = []
+        worker = threading.Thread(target=lambda: outcome.append(rt.run(agent_id)))
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not server.seen and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # the worker holds the lease, waiting on its model: the swap is left for it
+        swapped = {"provider": "anthropic", "name": "claude-b", "base_url": other.url}
+        rt.set_model(agent_id, swapped)
+        rt.clock.advance(1)  # type: ignore[attr-defined]  # a worker looks every half second
+        worker.join(timeout=30)
+        assert outcome and outcome[0].state.status == "completed", outcome[0].state.status_reason
+        assert len(server.seen) == 1 and len(other.seen) == 2
+    models = [d["model"] for d in kinds(rt, agent_id, Kind.DECISION)]
+    assert models == ["openai:gpt-a", "anthropic:claude-b", "anthropic:claude-b"]
+    (changed,) = kinds(rt, agent_id, Kind.MODEL_CHANGED)
+    assert changed["model"] == "anthropic:claude-b"
+    rt.close()

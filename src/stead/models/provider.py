@@ -80,6 +80,12 @@ class ProviderModel:
         self._rng = rng or random.Random(os.urandom(16))
         self._sleep = sleep
 
+    def use_rng(self, rng: random.Random) -> None:
+        """Draw backoff jitter from ``rng`` (the activation's seeded generator)."""
+        self._rng = rng
+        if self.summarizer is not None:
+            self.summarizer.use_rng(rng)
+
     def close(self) -> None:
         self._client.close()
         if self.summarizer is not None:

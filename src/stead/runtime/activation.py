@@ -51,11 +51,11 @@ from ..sandbox.session import SandboxSession
 from ..sandbox.workspace import Manifest, Workspace, diff
 from ..state import State, apply_in_place
 from ..store.base import AgentRecord, Batch, Lease, Store
+from ..store.groupcommit import GroupCommitter
 from ..tools.base import Tool, ToolContext
 from . import steps, toolcall
 from .context import Renderer
 from .governed import Governor, Messenger
-from .groupcommit import GroupCommitter
 from .heartbeat import Heartbeat
 from .leases import ensure_held, holder_is_dead_here, this_worker
 from .limits import tool_limits
@@ -94,11 +94,14 @@ class Activation:
         vault: Callable[[], Vault] | None = None,
         messenger: Messenger | None = None,
         certify: Certifier | None = None,
+        rebuild_model: Callable[[State], Model] | None = None,
     ) -> None:
         self.store = store
         self.record = record
         self.workspace = workspace
         self.model = model
+        # builds the model anew when a person swaps it mid-run (None: the caller's own)
+        self.rebuild_model = rebuild_model
         self.tools = dict(tools)
         self.clock = clock
         self.owner = owner or f"{this_worker()}:{int(time.monotonic_ns())}"
@@ -112,6 +115,7 @@ class Activation:
         self.manifest: Manifest = {}
         self.dirty = False
         self.rng = seeded_rng(os.urandom(16).hex())
+        self._seed_model()
         self._redactor: Redactor | None = None
         self._renewed_at = 0.0
         self._heartbeat: Heartbeat | None = None
@@ -272,6 +276,22 @@ class Activation:
             # and the key the model sends its provider, from the vault or the environment
             self._redactor = Redactor({**found, **getattr(self.model, "secrets", {})})
         return self._redactor
+
+    def _seed_model(self) -> None:
+        seed = getattr(self.model, "use_rng", None)  # its retries' jitter is this activation's
+        if seed is not None:
+            seed(self.rng)
+
+    def use_model(self, model: Model) -> None:
+        """Ask ``model`` from the next decision on (a swap mid-run): its conversation
+        from the journal, its key among what is redacted; the old one is closed."""
+        old, self.model = self.model, model
+        self._seed_model()
+        self._redactor = None
+        self.renderer.transcript = None
+        if getattr(model, "conversation", False):
+            self.renderer.follow(self.store, self.state)
+        getattr(old, "close", lambda: None)()
 
     def as_recorded(
         self, tool: str, result: dict[str, Any], given: Mapping[str, str] | None = None

@@ -48,13 +48,13 @@ from ..state import State
 from ..store import open_store
 from ..store.base import AgentRecord, SnapshotRecord, Store
 from ..store.blobs import BlobStore
+from ..store.groupcommit import GroupCommitter
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
 from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions
-from .groupcommit import GroupCommitter
 from .messages import messenger_for
 from .recovery import recover
 
@@ -167,17 +167,15 @@ class Runtime(AuthorityActions):
         (see :mod:`stead.models.recording`).
         """
         record = self.store.get_record(agent_id)
-        if model is None:  # the spec's, or the one a person set since; where a replay is
-            now = self.store.load_state(agent_id)
-            model = model_for(
-                effective_spec(record.spec, now),
-                self._model_key(record),
-                record=record_model,
-                requests_made=now.model_requests,
-            )
-            built = True
-        else:
-            built = False
+        key = self._model_key(record)
+
+        def build(state: State) -> Model:  # the spec's, or one a person set since
+            spec = effective_spec(record.spec, state)
+            return model_for(spec, key, record=record_model, requests_made=state.model_requests)
+
+        built = model is None
+        if model is None:
+            model = build(self.store.load_state(agent_id))
         act = Activation(
             self.store,
             record,
@@ -192,6 +190,7 @@ class Runtime(AuthorityActions):
             vault=self.vault,
             messenger=messenger_for(self),
             certify=certifier_for(self),
+            rebuild_model=build if built else None,
         )
         act.acquire()
         try:
@@ -407,7 +406,12 @@ class Runtime(AuthorityActions):
         """
         ref, script, options = parse_model_field(model, base_dir or Path.cwd())
         change = {"model": ref, "model_options": options, "script": script, "by": self.person()}
-        return self.append_as_person(agent_id, lambda s: [NewEvent(Kind.MODEL_CHANGED, change)])
+        try:
+            return self.append_as_person(agent_id, lambda s: [NewEvent(Kind.MODEL_CHANGED, change)])
+        except LeaseHeld:  # running: its worker takes the change before its next decision
+            signal = {"kind": Kind.MODEL_CHANGED.value, **change}
+            self.store.post_signal(agent_id, new_id("sig", self.clock), signal, self.clock.now())
+            return self.store.load_state(agent_id)
 
     def send(self, agent_id: str, text: str) -> State:
         """Deliver a message to an agent (it wakes if it was waiting for input)."""

@@ -76,11 +76,23 @@ def take_signals(act: Activation) -> None:
     if not waiting:
         return
     open_ = set(act.state.violations)
-    for signal_id, violation in waiting:
-        if signal_id not in open_:  # not already journaled before a crash
-            act.emit(Kind.VIOLATION, **violation)
+    for signal_id, data in waiting:
+        if data.get("kind") == Kind.MODEL_CHANGED:
+            swap_model(act, {k: v for k, v in data.items() if k != "kind"})
+        elif signal_id not in open_:  # not already journaled before a crash
+            act.emit(Kind.VIOLATION, **data)
     act.flush()
     act.store.drop_signals(act.record.agent_id, [sid for sid, _ in waiting])
+
+
+def swap_model(act: Activation, change: dict[str, Any]) -> None:
+    """A person's ``stead model set`` while this worker runs the agent: journaled, and
+    the next decision is asked of the new model (built here, unless the program
+    running the agent passed its own, which it keeps)."""
+    act.emit(Kind.MODEL_CHANGED, **change)
+    act.flush()  # the new model's conversation is rebuilt from the journal
+    if act.rebuild_model is not None:
+        act.use_model(act.rebuild_model(act.state))
 
 
 def decide(act: Activation) -> bool:

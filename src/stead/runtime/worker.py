@@ -2,7 +2,7 @@
 
 The worker looks for agents whose status says there is work (``created`` or
 ``running``, or a timer that is due), runs each in its own activation on a pool
-of threads, and groups their commits (:mod:`.groupcommit`). It asks the store's
+of threads, and groups their commits (:mod:`stead.store.groupcommit`). It asks the store's
 index for them, so idle and hibernated agents cost it nothing. Agents that have
 waited longer than ``hibernate_after`` seconds are hibernated at the end of
 each pass. An agent another live worker holds is
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from ..errors import LeaseHeld, SteadError, UsageError
 from ..snapshots.hibernation import hibernate
+from ..store.groupcommit import GroupCommitter
 from .activation import Outcome
-from .groupcommit import GroupCommitter
 from .runtime import Runtime
 
 

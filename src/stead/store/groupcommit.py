@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..clock import Clock
 from ..errors import SteadError, StoreError
-from ..store.base import Batch, Store
+from .base import Batch, Store
 
 MAX_GROUP = 1024
 
