@@ -97,7 +97,7 @@ def test_a_whole_result_is_shown_and_a_long_one_can_be_read_on(
     read_on = [m["content"] for m in third if m["role"] == "tool"][2]
     assert read_on.startswith(big[RESULT_CAP : RESULT_CAP + 100])
     (read,) = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.RESULT_READ]
-    assert read.data["offset"] == RESULT_CAP
+    assert read.data["offset"] == RESULT_CAP and read.data["call"] == "call_1_1"
     rt.close()
 
 
@@ -327,11 +327,11 @@ def test_a_call_of_unknown_outcome_and_its_resolution_are_shown_as_such() -> Non
 
     t = Transcript()
     action = {"type": "tool", "tool": "deploy", "args": {}, "call_id": "call_RANDOM"}
-    t.observe(ev(5, Kind.DECISION, actions=[action], step=1, context_hash="h"))
+    t.observe(ev(5, Kind.DECISION, actions=[action], step=2, context_hash="h"))
     t.observe(ev(6, Kind.OUTCOME_UNKNOWN, call_id="call_RANDOM", reason="the worker died"))
     t.observe(ev(7, Kind.CALL_RESOLVED, call_id="call_RANDOM", resolution="done", output="v2"))
     turns = t.messages("status")
-    assert turns[0].calls[0].id == "call_5_0"  # from the journal's order, not the random id
+    assert turns[0].calls[0].id == "call_2_0"  # the decision's number, not the random id
     assert turns[1].role == "tool" and "outcome is unknown" in turns[1].text
-    assert turns[1].call_id == "call_5_0" and turns[1].is_error
-    assert turns[2].text == 'About your call call_5_0: a person resolved it as done: "v2"'
+    assert turns[1].call_id == "call_2_0" and turns[1].is_error
+    assert turns[2].text == 'About your call call_2_0: a person resolved it as done: "v2"'

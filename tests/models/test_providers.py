@@ -349,3 +349,18 @@ def test_tool_names_a_provider_cannot_take_are_refused_at_creation(tmp_path: Any
         spec = parse_spec({"name": "a", "model": "openai:m", "tools": [ref]}, ".")
         with pytest.raises(SpecError, match=problem):
             Runtime.check_loads(spec)
+
+
+def test_prices_come_from_the_table_or_the_operators_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stead.models import prices
+
+    assert prices.spend_of("openai", "gpt-4o-mini", 1_000_000, 1_000_000, 0) == 0.75
+    assert prices.spend_of("openai", "my-model", 10**6, 10**6, 0) == 0  # unknown: free
+    (tmp_path / "prices.json").write_text(
+        '{"openai:my-model": {"input": 1.0, "output": 2.0, "cached_input": 0.5}}'
+    )
+    monkeypatch.setenv("STEAD_MODEL_PRICES", str(tmp_path / "prices.json"))
+    # 600,000 fresh input at $1, 400,000 cached at $0.5, 1,000,000 output at $2
+    assert prices.spend_of("openai", "my-model", 1_000_000, 1_000_000, 400_000) == 2.8

@@ -241,3 +241,48 @@ def test_a_running_agents_model_is_swapped_before_its_next_decision(
     (changed,) = kinds(rt, agent_id, Kind.MODEL_CHANGED)
     assert changed["model"] == "anthropic:claude-b"
     rt.close()
+
+
+def test_a_compacted_run_replays_and_a_replay_resumes_where_it_stopped(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    from .test_conversation import _long_run_responder
+
+    (tmp_path / "seed").mkdir()
+    for i in range(3):
+        (tmp_path / "seed" / f"page{i}.txt").write_text(f"page {i} " + "word " * 120)
+    recording = tmp_path / "long.jsonl"
+    model = {"provider": "openai", "name": "gpt-a", "base_url": server.url,
+             "context_window": 4096, "max_tokens": 256}  # fmt: skip
+
+    def long_spec(m: Any) -> dict[str, Any]:
+        data = spec(m, "Read the files and remember what they say.")
+        data.update({"workspace": "seed", "tools": ["read_file"], "limits": {"max_steps": 500}})
+        data["goals"] = [{"id": "read", "description": "every file read"}]
+        return data
+
+    rt = runtime(tmp_path)
+    recorded = rt.create(parse_spec(long_spec(model), tmp_path)).agent_id
+    server.responder = _long_run_responder([], 80, "openai")
+    assert rt.run(recorded, record_model=recording).state.status == "completed"
+    compactions = [e for e in rt.store.read_events(recorded) if e.kind == Kind.CONTEXT_COMPACTED]
+    assert compactions, "the run should have been compacted"
+    asked = len(server.seen)
+
+    replayed = rt.create(parse_spec(long_spec(f"replay:{recording}"), tmp_path)).agent_id
+    assert rt.run(replayed, max_steps=30).state.status == "running"
+    rt.close()
+    rt = runtime(tmp_path)  # a new worker resumes the replay where the journal says it is
+    state = rt.run(replayed).state
+    assert state.status == "completed", state.status_reason
+    assert len(server.seen) == asked  # all of it offline
+
+    def trail(agent_id: str) -> list[Any]:
+        return [
+            (e.kind, e.data.get("context_hash"), e.data.get("summary"))
+            for e in rt.store.read_events(agent_id)
+            if e.kind in (Kind.DECISION, Kind.CONTEXT_COMPACTED)
+        ]
+
+    assert trail(replayed) == trail(recorded)
+    rt.close()

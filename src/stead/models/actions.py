@@ -110,14 +110,11 @@ ACTION_TOOLS: dict[str, dict[str, Any]] = {
         },
     },
     "read_result": {
-        "description": "Read on in a tool result that was cut: the seq and offset its note gives.",
+        "description": "Read on in a tool result that was cut: the call and offset its note gives.",
         "parameters": {
             "type": "object",
-            "properties": {
-                "seq": {"type": "integer", "minimum": 1},
-                "offset": {"type": "integer", "minimum": 0},
-            },
-            "required": ["seq", "offset"],
+            "properties": {"call": _TEXT, "offset": {"type": "integer", "minimum": 0}},
+            "required": ["call", "offset"],
             "additionalProperties": False,
         },
     },

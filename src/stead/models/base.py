@@ -154,14 +154,16 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
     if key in ESCALATIONS:
         return {"type": key, "request": value}
     if key == "read_result":
-        ok = isinstance(value, Mapping) and all(
-            isinstance(value.get(k, 0), int) and not isinstance(value.get(k, 0), bool)
-            and value.get(k, 0) >= 0 for k in ("seq", "offset")
-        ) and "seq" in value  # fmt: skip
-        if not ok:
-            raise ScriptError(f"{where}: 'read_result' takes {{seq: EVENT, offset: CHARACTERS}}")
-        assert isinstance(value, Mapping)
-        return {"type": "read_result", "seq": value["seq"], "offset": value.get("offset", 0)}
+        offset = value.get("offset", 0) if isinstance(value, Mapping) else None
+        if (
+            not isinstance(value, Mapping)
+            or not isinstance(value.get("call"), str)
+            or isinstance(offset, bool)
+            or not isinstance(offset, int)
+            or offset < 0
+        ):
+            raise ScriptError(f"{where}: 'read_result' takes {{call: CALL_ID, offset: CHARACTERS}}")
+        return {"type": "read_result", "call": value["call"], "offset": offset}
     if key == "message":
         if not isinstance(value, Mapping) or not isinstance(value.get("to"), str):
             raise ScriptError(f"{where}: 'message' takes {{to: AGENT_ID, text: TEXT}}")
@@ -230,7 +232,7 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     if kind == "message":
         return {kind: {k: item.get(k) for k in ("to", "text", "kind") if k in item}}
     if kind == "read_result":
-        return {kind: {k: item[k] for k in ("seq", "offset") if k in item}}
+        return {kind: {k: item[k] for k in ("call", "offset") if k in item}}
     if kind == "delegate":
         narrow = item.get("narrow") or {}
         return {kind: {**narrow, "to": item.get("to"), "grant": item.get("grant")}}

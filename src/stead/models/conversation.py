@@ -96,24 +96,26 @@ def call_of(action: Mapping[str, Any], call_id: str) -> Call:
         "wait_for_input": ("prompt",),
         "wait": ("seconds", "until", "reason"),
         "delegate": ("to", "grant", "narrow"),
-        "read_result": ("seq", "offset"),
+        "read_result": ("call", "offset"),
     }.get(kind)
     if fields is None:  # an escalation: never offered, shown as what it asked
         return Call(call_id, kind, {"request": action.get("request")})
     return Call(call_id, kind, {k: action[k] for k in fields if k in action})
 
 
-def _output_text(d: Mapping[str, Any], seq: int) -> tuple[str, bool]:
+def read_on(call: str, offset: int, more: int) -> str:
+    """The note ending a cut result: how many characters are left, how to read them."""
+    where = dumps({"call": call, "offset": offset})
+    return f"\n[cut here: {more} more characters. To read on, call read_result with {where}]"
+
+
+def _output_text(d: Mapping[str, Any], call: str) -> tuple[str, bool]:
     if not d.get("ok"):
         return str(d.get("error") or "failed"), True
     output = d.get("output")
     text = output if isinstance(output, str) else dumps(output)
     if len(text) > RESULT_CAP:
-        more = len(text) - RESULT_CAP
-        text = (
-            f"{text[:RESULT_CAP]}\n[cut here: {more} more characters. To read on, call "
-            f'read_result with {{"seq": {seq}, "offset": {RESULT_CAP}}}]'
-        )
+        text = text[:RESULT_CAP] + read_on(call, RESULT_CAP, len(text) - RESULT_CAP)
     return text, False
 
 
@@ -127,6 +129,8 @@ class Transcript:
     turns: list[Turn] = field(default_factory=list)
     _open: dict[int, str] = field(default_factory=dict)  # action index -> call id
     _ids: dict[str, str] = field(default_factory=dict)  # runtime call id -> the model's
+    cut_results: dict[str, int] = field(default_factory=dict)
+    """The journal seq of each result shown cut, by the model's id of its call."""
     _answered: set[str] = field(default_factory=set)
 
     def observe(self, ev: Event) -> None:
@@ -140,18 +144,22 @@ class Transcript:
             calls = []
             self._open = {}
             for i, action in enumerate(d["actions"]):
-                # the model's id for the call comes from the journal's order, not from
-                # the runtime's random call id, so a replay shows the very same bytes
-                cid = f"call_{ev.seq}_{i}"
+                # the model's id for the call is the decision's number and the action's,
+                # not the runtime's random call id nor a seq (which a resume moves), so a
+                # replay shows the very same bytes however its activations fell
+                cid = f"call_{d.get('step', ev.seq)}_{i}"
                 self._open[i] = cid
                 if action.get("call_id"):
                     self._ids[str(action["call_id"])] = cid
                 calls.append(call_of(action, cid))
             self.turns.append(Turn("assistant", calls=tuple(calls), seq=ev.seq))
         elif k == Kind.TOOL_RESULT:
-            text, error = _output_text(d, ev.seq)
             runtime_id = str(d["call_id"])
-            self._result(self._ids.get(runtime_id, runtime_id), text, error, ev.seq)
+            call = self._ids.get(runtime_id, runtime_id)
+            text, error = _output_text(d, call)
+            if len(text) > RESULT_CAP:
+                self.cut_results[call] = ev.seq  # where read_result finds the rest
+            self._result(call, text, error, ev.seq)
         elif k in _OUTCOMES:
             said, failed = _OUTCOMES[k](d)
             index = d.get("action")

@@ -17,7 +17,7 @@ from ..canonical import dumps
 from ..errors import ContextTooLong, InvalidAnswer, ModelError
 from ..ids import new_id
 from ..journal import Kind
-from ..models.conversation import RESULT_CAP
+from ..models.conversation import RESULT_CAP, read_on
 from .accounting import attempt_fields, usage_fields
 from .compaction import compact
 from .governed import is_escalation
@@ -242,20 +242,19 @@ def send(act: Activation, index: int, action: dict[str, Any]) -> None:
 
 def read_result(act: Activation, index: int, action: dict[str, Any]) -> None:
     """The next part of a journaled tool result the conversation showed cut."""
-    seq, offset = int(action["seq"]), int(action.get("offset", 0))
+    call, offset = str(action["call"]), int(action.get("offset", 0))
+    transcript = act.renderer.transcript
+    seq = transcript.cut_results.get(call) if transcript is not None else None
     # not yet committed (a read-only call's result waits for the next commit), or stored
     events = [e for e in act.buffer if e.seq == seq]
-    if not events and 1 <= seq <= act.committed_version:
+    if seq is not None and not events and 1 <= seq <= act.committed_version:
         events = list(act.store.read_events(act.record.agent_id, seq, seq))
     if not events or events[0].kind != Kind.TOOL_RESULT or not events[0].data.get("ok"):
-        text = f"there is no tool result at event {seq}"
+        text = f"there is no cut result of call {call} in the conversation"
     else:
         output = events[0].data.get("output")
         whole = output if isinstance(output, str) else dumps(output)
         text = whole[offset : offset + RESULT_CAP]
         if offset + RESULT_CAP < len(whole):
-            text += (
-                f"\n[cut here: {len(whole) - offset - RESULT_CAP} more characters; call "
-                f'read_result with {{"seq": {seq}, "offset": {offset + RESULT_CAP}}}]'
-            )
-    act.emit(Kind.RESULT_READ, action=index, seq=seq, offset=offset, text=text)
+            text += read_on(call, offset + RESULT_CAP, len(whole) - offset - RESULT_CAP)
+    act.emit(Kind.RESULT_READ, action=index, call=call, seq=seq, offset=offset, text=text)
