@@ -208,6 +208,7 @@ def test_a_long_run_stays_inside_a_small_window(
     assert state.memory["checkpoint"] == (steps - 1) // 100 * 100
     compacted = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.CONTEXT_COMPACTED]
     assert len(compacted) >= 5 and all(e.data["summary"].startswith("summary") for e in compacted)
+    remembered = False
     for seen in server.seen:
         size = len(json.dumps(seen.body)) / 4
         assert size <= window, f"a request of {size} tokens passed the window: {seen.body}"
@@ -215,6 +216,10 @@ def test_a_long_run_stays_inside_a_small_window(
             text = json.dumps(seen.body)
             assert "## Goals" in text and "every file read" in text and "## Memory" in text
             assert "Read the files and remember" in text  # the instructions, every time
+            # once remembered, the memory's values are in every request after
+            remembered = remembered or "checkpoint" in text
+            assert not remembered or '\\"checkpoint\\"' in text
+    assert remembered
     # a worker resuming before any of these decisions would have shown the very same
     decisions = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.DECISION]
     record = rt.store.get_record(agent_id)
