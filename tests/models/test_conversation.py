@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stead import FakeClock, Kind, Runtime, parse_spec
+from stead import Kind, Runtime, parse_spec
 from stead.models.conversation import RESULT_CAP
-from stead.runtime.context import Renderer
-from stead.store.sqlite import SqliteStore
-from stead.tools.registry import load_tools
 
+from .agents import assert_resumes_render_the_same, runtime
 from .fake_servers import FakeServer, Reply, anthropic_answer, anthropic_text, openai_answer
 from .test_providers import tool_answer
 
-VAULT_KEY = os.urandom(32)
 DONE = (("complete_goal", {"id": "read"}), ("finish", {"summary": "done"}))
 
 
@@ -29,18 +24,6 @@ def _uncached(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Without Anthropic's cache breakpoint, which moves to the newest stable block."""
     mark = ', "cache_control": {"type": "ephemeral"}'
     return list(json.loads(json.dumps(messages).replace(mark, "")))
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as s:
-        yield s
-
-
-def runtime(tmp_path: Path) -> Runtime:
-    return Runtime(
-        SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(), secret_key=VAULT_KEY
-    )
 
 
 def make(rt: Runtime, tmp_path: Path, provider: str, url: str, **model: Any) -> str:
@@ -142,27 +125,10 @@ def test_a_resumed_agent_is_shown_exactly_what_it_would_have_been(
         tool_answer("openai", ("complete_goal", {"id": "read"}), ("finish", {"summary": "done"}))
     )
     assert again.run(agent_id).state.status == "completed"
-    decisions = [e for e in again.store.read_events(agent_id) if e.kind == Kind.DECISION]
-    record = again.store.get_record(agent_id)
-    tools = load_tools(record.spec["tools"], ["."])
-    for d in decisions:
-        renderer = Renderer(record.spec, tools)
-        before = again.store.state_at(agent_id, d.seq - 1)
-        renderer.follow(_Until(again.store, d.seq - 1), before)
-        assert renderer.render(before).hash == d.data["context_hash"], d.seq
+    assert_resumes_render_the_same(again, agent_id)
     last = messages_of(server.seen[-1].body)
     assert any(m["role"] == "user" and m["content"] == "A person says: read it again" for m in last)
     again.close()
-
-
-class _Until:
-    """A store seen as it was at ``seq``: what a worker resuming then would read."""
-
-    def __init__(self, store: Any, seq: int) -> None:
-        self.store, self.seq = store, seq
-
-    def read_events(self, agent_id: str, start: int = 1) -> Any:
-        return self.store.read_events(agent_id, start, self.seq)
 
 
 def _long_run_responder(summaries: list[str], steps: int, provider: str) -> Any:
@@ -221,14 +187,7 @@ def test_a_long_run_stays_inside_a_small_window(
             assert not remembered or '\\"checkpoint\\"' in text
     assert remembered
     # a worker resuming before any of these decisions would have shown the very same
-    decisions = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.DECISION]
-    record = rt.store.get_record(agent_id)
-    tools = load_tools(record.spec["tools"], ["."])
-    for d in decisions[:: max(1, len(decisions) // 25)]:
-        before = rt.store.state_at(agent_id, d.seq - 1)
-        renderer = Renderer(record.spec, tools)
-        renderer.follow(_Until(rt.store, d.seq - 1), before)
-        assert renderer.render(before).hash == d.data["context_hash"], d.seq
+    assert_resumes_render_the_same(rt, agent_id, every=max(1, state.decisions // 25))
     rt.close()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -44,12 +44,6 @@ READ = {
     },
 }
 CONTEXT = RenderedContext(text="# Agent a\n\n## Goals\n(none)\n", hash="h", step=0, tools=[READ])
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as s:
-        yield s
 
 
 def make(provider: str, url: str, **options: Any) -> tuple[ProviderModel, list[float]]:

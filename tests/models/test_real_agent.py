@@ -7,8 +7,6 @@ The model is a fake server of each wire format on 127.0.0.1; everything else
 from __future__ import annotations
 
 import base64
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +15,12 @@ import pytest
 from stead import FakeClock, Kind, Runtime, parse_spec
 from stead.store.sqlite import SqliteStore
 
+from .agents import VAULT_KEY, runtime
 from .fake_servers import FakeServer
 from .test_providers import error, text_answer, tool_answer
 
 KEY = "sk-live-4f1c9a7e2b8d6035"
-VAULT_KEY = os.urandom(32)
 PROVIDERS = ["openai", "anthropic"]
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as s:
-        yield s
-
-
-def runtime(tmp_path: Path) -> Runtime:
-    return Runtime(
-        SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(), secret_key=VAULT_KEY
-    )
 
 
 def agent(rt: Runtime, tmp_path: Path, provider: str, url: str, **model: Any) -> str:

@@ -10,32 +10,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stead import FakeClock, Kind, Runtime, parse_spec
-from stead.store.sqlite import SqliteStore
+from stead import Kind, Runtime, parse_spec
 
+from .agents import VAULT_KEY, runtime
 from .fake_servers import FakeServer, Reply
 from .test_providers import error, text_answer, tool_answer
 
-VAULT_KEY = os.urandom(32)
 DONE = (("complete_goal", {"id": "note"}), ("finish", {"summary": "note written"}))
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as s:
-        yield s
-
-
-def runtime(tmp_path: Path) -> Runtime:
-    return Runtime(
-        SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(), secret_key=VAULT_KEY
-    )
 
 
 def spec(model: Any, instructions: str = "Write note.txt, read it, finish.") -> dict[str, Any]:
