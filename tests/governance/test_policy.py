@@ -276,8 +276,8 @@ def test_an_erroring_forbid_denies_even_though_cedar_would_allow() -> None:
     assert verdict(text, args={"n": 6}).decision == "deny"
 
 
-def test_fractional_numbers_are_given_as_text_and_do_not_crash() -> None:
-    text = 'permit(principal, action, resource) when { context.args.ratio == "0.25" };'
+def test_fractional_numbers_are_given_as_decimals_and_do_not_crash() -> None:
+    text = 'permit(principal, action, resource) when { context.args.ratio == decimal("0.25") };'
     assert verdict(text, args={"ratio": 0.25}).decision == "allow"
     whole = "permit(principal, action, resource) when { context.args.size == 3 };"
     assert verdict(whole, args={"size": 3.0}).decision == "allow"  # a whole float is a number
@@ -312,3 +312,38 @@ def test_permit_all_allows_any_json_arguments(args: dict[str, Any]) -> None:
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 1e20])
 def test_permit_all_allows_a_whole_number_beyond_64_bits(value: float) -> None:
     assert verdict(PERMIT_ALL, args={"n": value}).decision == "allow"
+
+
+# -- numbers a policy can compare ---------------------------------------------------------
+
+AMOUNT_CAP = """
+permit(principal, action, resource);
+forbid(principal, action, resource)
+when { context.decimals has amount && context.decimals.amount.greaterThan(decimal("2000.0")) };
+"""
+
+
+@pytest.mark.parametrize(
+    ("amount", "decision"),
+    [
+        (98.70, "allow"),
+        (2000.5, "deny"),
+        (2500, "deny"),
+        (1999, "allow"),
+        (0.30000000000000004, "allow"),
+    ],
+)
+def test_a_fractional_amount_is_compared_as_a_decimal_not_refused_as_text(
+    amount: float, decision: str
+) -> None:
+    found = verdict(AMOUNT_CAP, tool="pay", args={"amount": amount, "to": "DE89"})
+    assert found.decision == decision, found.reasons
+
+
+def test_a_fraction_in_args_is_a_decimal_and_a_whole_number_a_long() -> None:
+    policy = """
+    permit(principal, action, resource)
+    when { context.args.fee.lessThan(decimal("1.5")) && context.args.count < 3 };
+    """
+    assert verdict(policy, args={"fee": 0.25, "count": 2}).decision == "allow"
+    assert verdict(policy, args={"fee": 2.75, "count": 2}).decision == "deny"

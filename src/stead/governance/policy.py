@@ -25,6 +25,7 @@ policy is never stored.
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -99,6 +100,7 @@ class CompiledPolicy:
             "resource": {"type": "Tool", "id": tool},
             "context": {
                 "args": _cedar_value(dict(args)),
+                "decimals": decimals(args),
                 "autonomy": autonomy,
                 "effect": effect,
                 "now": int(now),
@@ -156,8 +158,36 @@ def settable_policy(text: str) -> CompiledPolicy:
     return compiled
 
 
+_DECIMAL_LIMIT = decimal.Decimal("922337203685477.5807")
+
+
+def cedar_decimal(value: Any) -> Any:
+    """A number as Cedar's ``decimal`` (four places after the point, rounded half to
+    even), or None where it is not a finite number Cedar's decimal can hold."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    exact = decimal.Decimal(repr(value) if isinstance(value, float) else value)
+    if abs(exact) >= _DECIMAL_LIMIT:  # (checked first: quantize cannot hold more digits)
+        return None
+    places = exact.quantize(decimal.Decimal("0.0001"), rounding=decimal.ROUND_HALF_EVEN)
+    return {"__extn": {"fn": "decimal", "arg": f"{places:.4f}"}}
+
+
+def decimals(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Every number among the top-level arguments as a Cedar decimal, whole or not,
+    so one policy comparison (``.greaterThan(decimal("2000.0"))``) serves both."""
+    out = {}
+    for key, value in args.items():
+        as_decimal = cedar_decimal(value)
+        if as_decimal is not None:
+            out[str(key)] = as_decimal
+    return out
+
+
 def _cedar_value(value: Any) -> Any:
-    """A JSON value Cedar accepts: fractions and null become text."""
+    """A JSON value Cedar accepts: a whole number is a Long, a fraction a decimal."""
     if isinstance(value, bool | str):
         return value
     if isinstance(value, int):
@@ -165,7 +195,10 @@ def _cedar_value(value: Any) -> Any:
         return value if -(2**63) <= value < 2**63 else str(value)
     if isinstance(value, float):
         whole = math.isfinite(value) and value.is_integer() and abs(value) < 2**63
-        return int(value) if whole else repr(value)
+        if whole:
+            return int(value)
+        as_decimal = cedar_decimal(value)
+        return as_decimal if as_decimal is not None else repr(value)
     if isinstance(value, Mapping):
         return {str(k): _cedar_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
