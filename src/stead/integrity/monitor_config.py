@@ -7,6 +7,7 @@ the field that is wrong.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -51,8 +52,14 @@ def build_monitors(
     *,
     secret_tools: Iterable[str] = (),
     load: Callable[[str], Any] | None = None,
+    tool_names: Iterable[str] | None = None,
 ) -> MonitorSet:
-    """The rules a spec's ``monitors:`` section asks for (built-ins on by default)."""
+    """The rules a spec's ``monitors:`` section asks for (built-ins on by default).
+
+    With ``tool_names`` (when a spec is checked before an agent is made), every
+    name or pattern in ``dataflow``'s ``outbound`` and ``untrusted`` must match
+    one of them: one that matches nothing would watch nothing, silently.
+    """
     if config is not None and not isinstance(config, Mapping):
         raise MonitorConfigError(
             f"monitors must be a mapping of rules to their settings, e.g. "
@@ -87,6 +94,8 @@ def build_monitors(
         if name == "budget" and not any(v is not None for k, v in params.items() if k != "window"):
             continue  # no limit set: nothing to count
         if name == "dataflow":
+            if tool_names is not None:
+                _match_tools(params, sorted(tool_names))
             if not params.get("outbound"):
                 continue  # nothing is outbound: no flow to watch
             rules.append(
@@ -107,6 +116,16 @@ def build_monitors(
 _COUNTS = ("repeat", "errors", "tool_calls", "steps", "tokens", "refusals", "baseline_sessions",
            "min_steps")  # fmt: skip
 _NAMES = ("outbound", "untrusted")
+
+
+def _match_tools(params: Mapping[str, Any], names: list[str]) -> None:
+    for key in _NAMES:
+        for pattern in params.get(key) or []:
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                raise MonitorConfigError(
+                    f"monitors.dataflow.{key}: {pattern!r} matches none of the agent's tools "
+                    f"({', '.join(names) or 'none'}); name a tool or a pattern (fnmatch) of them"
+                )
 
 
 def _check_setting(where: str, key: str, value: Any) -> None:

@@ -244,8 +244,9 @@ class DataFlow(Rule):
     name = "dataflow"
     kinds = frozenset({Kind.TOOL_RESULT})
 
-    def __init__(self, tainted_tools: Iterable[str] = (), outbound: Iterable[str] = ()) -> None:
-        self.tainted_tools = set(tainted_tools)
+    def __init__(self, untrusted: Iterable[str] = (), outbound: Iterable[str] = ()) -> None:
+        # tool names or patterns (fnmatch) whose results are third-party text
+        self.untrusted = sorted(set(untrusted))
         self.outbound = list(outbound)
         self.tainted: list[tuple[int, set[str]]] = []
 
@@ -258,7 +259,8 @@ class DataFlow(Rule):
         if not data.get("ok"):
             return False
         output = data.get("output")
-        if data["tool"] not in self.tainted_tools and "[secret:" not in dumps(output):
+        untrusted = any(fnmatch.fnmatchcase(str(data["tool"]), p) for p in self.untrusted)
+        if not untrusted and "[secret:" not in dumps(output):
             return False
         return any(True for _ in _strings(output))
 

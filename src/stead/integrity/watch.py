@@ -31,10 +31,14 @@ PRIME_EVENTS = 64
 """How many of the latest events a new activation's monitors are primed with."""
 
 
-def monitors_for(spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> MonitorSet:
+def monitors_for(
+    spec: Mapping[str, Any], tools: Mapping[str, Tool], *, strict: bool = False
+) -> MonitorSet:
     """The spec's monitors; a broken section is a SpecError naming the field.
 
     The tools that hold secrets are where the data-flow rule looks for leaks.
+    ``strict`` (when an agent is made) also refuses a data-flow name or pattern
+    that matches none of ``tools``.
     """
     base = str(spec.get("base_dir", "."))
     try:
@@ -42,6 +46,7 @@ def monitors_for(spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> MonitorS
             spec.get("monitors"),
             secret_tools=[name for name, t in tools.items() if t.secrets],
             load=lambda ref: import_object(ref, [base], "monitor"),
+            tool_names=list(tools) if strict else None,
         )
     except MonitorConfigError as exc:
         raise SpecError(f"spec field {exc}") from None

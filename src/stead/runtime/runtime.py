@@ -117,7 +117,7 @@ class Runtime(AuthorityActions):
         would be stored only to fail on its first run, and on every worker pass.
         """
         tools = load_tools(spec.tools, [spec.base_dir])
-        monitors_for(spec.to_record(), tools)
+        monitors_for(spec.to_record(), tools, strict=True)
         if spec.model_options is not None:  # offered to a provider as tools, by name
             check_tool_names(tools)
 
