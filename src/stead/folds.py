@@ -65,7 +65,7 @@ def _approval_requested(s: State, d: Mapping[str, Any], ev: Event) -> None:
             key: d.get(key)
             for key in ("approval_id", "call_id", "tool", "args_hash", "policy_version", "reason")
         }
-        | {"status": "requested", "requested_at": ev.at},
+        | {"status": "requested", "requested_at": ev.at, "seq": ev.seq},
     }
     s.status, s.waiting_for = "waiting", "approval"
     s.status_reason = f"approval {d['approval_id']} for {d['tool']}: {d.get('reason', '')}"

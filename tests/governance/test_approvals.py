@@ -276,3 +276,37 @@ def test_a_policy_is_parsed_before_it_is_stored(tmp_path: Path) -> None:
     assert record is not None and record.version == 1 and record.text == PERMIT_ALL
     compile_policy(record.text)
     rt.close()
+
+
+def test_pending_approvals_show_the_calls_arguments_whole(tmp_path: Path) -> None:
+    """A reviewer used to get only a hash of what they were asked to approve."""
+    from stead.cli.main import main
+
+    clock = FakeClock()
+    rt = runtime_at(tmp_path, clock)
+    long_target = "prod-" + "x" * 2000
+    agent = make_agent(
+        rt,
+        tmp_path,
+        [{"tool": "deploy", "args": {"target": long_target}}, {"finish": "done"}],
+        autonomy="act_with_approval",
+        scope=[{"tool": "deploy"}],
+    )
+    run(rt, agent)
+    ((owner, pending),) = rt.pending_approvals()
+    assert owner == agent and pending["args"] == {"target": long_target}
+    rt.close()
+    import contextlib
+    import io
+    import json
+
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["approvals", "--json", *store]) == 0
+    (listed,) = json.loads(printed.getvalue())
+    assert listed["args"] == {"target": long_target}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["approvals", *store]) == 0
+    assert long_target[:60] in printed.getvalue().replace("\n", "")

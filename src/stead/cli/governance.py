@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from rich.markup import escape
 
 from ..errors import GovernanceError, NotFound, UsageError
 from ..governance.gate import LEVELS, ancestry_problem
@@ -275,6 +278,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         out.print("no calls are waiting for approval")
     for agent, a in pending if not wants_json(args) else ():
         out.print(f"{a['approval_id']}  agent {agent}  {a['tool']}  ({a.get('reason', '')})")
+        out.print(f"  arguments: {escape(json.dumps(a.get('args'), sort_keys=True))}")
     return EXIT_COMPLETED
 
 

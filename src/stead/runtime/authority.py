@@ -107,9 +107,26 @@ class AuthorityActions:
             if summary.status not in ("waiting", "hibernated", "needs_attention"):
                 continue
             state = self.store.load_state(summary.agent_id)
-            out += [
-                (state.agent_id, a) for a in state.approvals.values() if a["status"] == "requested"
+            waiting = {a["approval_id"]: a for a in state.approvals.values()
+                       if a["status"] == "requested"}  # fmt: skip
+            if not waiting:
+                continue
+            # the state keeps a hash of the arguments; the person sees them whole, read
+            # from the request's own event (by its seq; found by kind if from before that)
+            asked = [
+                e
+                for a in waiting.values()
+                if a.get("seq")
+                for e in self.store.read_events(summary.agent_id, a["seq"], a["seq"])
             ]
+            if len(asked) < len(waiting):
+                asked = self.store.read_events_of_kinds(summary.agent_id, [Kind.APPROVAL_REQUESTED])
+            shown = {e.data["approval_id"]: e.data for e in asked
+                     if e.kind == Kind.APPROVAL_REQUESTED}  # fmt: skip
+            for aid, a in waiting.items():
+                request = shown.get(aid, {})
+                out.append((state.agent_id, {**a, "args": request.get("args"),
+                                             "verdict": request.get("verdict")}))  # fmt: skip
         return sorted(out, key=lambda pair: pair[1]["approval_id"])
 
     def _approval_owner(self, approval_id: str) -> str:
