@@ -279,6 +279,8 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     for agent, a in pending if not wants_json(args) else ():
         out.print(f"{a['approval_id']}  agent {agent}  {a['tool']}  ({a.get('reason', '')})")
         out.print(f"  arguments: {escape(json.dumps(a.get('args'), sort_keys=True))}")
+        for finding in a.get("monitors") or []:
+            out.print(f"  monitors found: {escape(finding)}")
     return EXIT_COMPLETED
 
 

@@ -530,10 +530,9 @@ def proposed_call(ev: Event) -> Call | None:
     verdict = d.get("verdict")
     if not isinstance(verdict, Mapping) or "monitored" not in verdict:
         return None
-    return Call(
-        d["call_id"], d["tool"], d.get("args") or {}, float(verdict["monitored"]),
-        bool(verdict.get("approval")),
-    )  # fmt: skip
+    # checked as if approved: before a person was asked, for what no approval lifts
+    approved = bool(verdict.get("approval") or verdict.get("as_if_approved"))
+    return Call(d["call_id"], d["tool"], d.get("args") or {}, float(verdict["monitored"]), approved)
 
 
 def replay(events: Iterable[Event], monitors: MonitorSet) -> list[tuple[int, Violation]]:

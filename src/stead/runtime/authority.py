@@ -126,7 +126,8 @@ class AuthorityActions:
             for aid, a in waiting.items():
                 request = shown.get(aid, {})
                 out.append((state.agent_id, {**a, "args": request.get("args"),
-                                             "verdict": request.get("verdict")}))  # fmt: skip
+                                             "verdict": request.get("verdict"),
+                                             "monitors": request.get("monitors", [])}))  # fmt: skip
         return sorted(out, key=lambda pair: pair[1]["approval_id"])
 
     def _approval_owner(self, approval_id: str) -> str:

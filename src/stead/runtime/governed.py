@@ -11,7 +11,7 @@ refused and recorded the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
@@ -96,8 +96,15 @@ class Governor:
             out_of_scope=str(spec.get("out_of_scope") or "refuse"),
         )
 
-    def hold(self, index: int, call: Mapping[str, Any], verdict: Verdict) -> None:
-        """Record a call that does not run now: refused, proposed, or awaiting approval."""
+    def hold(
+        self,
+        index: int,
+        call: Mapping[str, Any],
+        verdict: Verdict,
+        findings: Sequence[str] = (),
+    ) -> None:
+        """Record a call that does not run now: refused, proposed, or awaiting approval
+        (``findings``: what the monitors found, for the person asked)."""
         act = self.act
         shown = verdict.to_json()
         if verdict.decision == "deny":
@@ -143,6 +150,7 @@ class Governor:
                 reason=verdict.reason,
                 action=index,
                 verdict=shown,
+                **({"monitors": list(findings)} if findings else {}),
             )
             act.flush()  # the agent now waits, durably, holding nothing
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SecretError
 from ..governance.grants import network_grant
+from ..integrity.monitors import Call, Violation
 from ..journal import Kind
 from ..tools.base import Effect, Tool, describe_failure, jsonable
 from .limits import settle_workspace
@@ -63,6 +64,22 @@ def run_tool(
         shown = {"verdict": authority}
     elif not rerun:
         verdict = act.governor.judge(t, call_id, args)
+        if verdict.decision == "ask" and act.watch is not None and act.watch.monitors.rules:
+            # what no approval lifts is checked before a person is asked: nobody is
+            # asked about a call the monitors would stop anyway, and the person sees
+            # what they found (a data flow that their approval would let through)
+            at, found = act.watch.check(call_id, name, args, True)
+            stopping = [v for v in found if v.verdict in ("block", "suspend")]
+            if stopping:
+                before = {**verdict.to_json(), "monitored": at, "as_if_approved": True}
+                _blocked(act, result_of, before, stopping)
+                return
+            lifted = act.watch.monitors.check_call(Call(call_id, name, args, at, False))
+            seen = {(v.rule, v.message) for v in found}
+            shown_all = [*found, *(v for v in lifted if (v.rule, v.message) not in seen)]
+            findings = [f"{v.rule} ({v.verdict}): {v.message}" for v in shown_all]
+            act.governor.hold(index, result_of, verdict, findings)
+            return
         if verdict.decision != "allow":
             act.governor.hold(index, result_of, verdict)
             return
@@ -75,17 +92,7 @@ def run_tool(
             shown["verdict"]["monitored"] = at  # `stead check` asks again from here
             stopping = [v for v in found if v.verdict in ("block", "suspend")]
             if stopping:
-                # no grant use and no approval is spent on a call that did not run
-                blocked = {**shown["verdict"], "decision": "blocked"}
-                act.emit(
-                    Kind.TOOL_RESULT,
-                    **result_of,
-                    ok=False,
-                    refused=True,
-                    blocked=stopping[0].rule,
-                    error=f"blocked by monitor {stopping[0].rule}: {stopping[0].message}",
-                    verdict=blocked,
-                )
+                _blocked(act, result_of, shown["verdict"], stopping)
                 return
     if t.effect is not Effect.READ_ONLY and not rerun:
         act.emit(
@@ -130,6 +137,24 @@ def run_tool(
         # an effect that cannot be safely repeated: shrink the window in which
         # a crash would leave its outcome unknown to this one call
         act.flush()
+
+
+def _blocked(
+    act: Activation,
+    result_of: dict[str, Any],
+    verdict: dict[str, Any],
+    stopping: list[Violation],
+) -> None:
+    """A call a monitor stopped: no grant use and no approval is spent on it."""
+    act.emit(
+        Kind.TOOL_RESULT,
+        **result_of,
+        ok=False,
+        refused=True,
+        blocked=stopping[0].rule,
+        error=f"blocked by monitor {stopping[0].rule}: {stopping[0].message}",
+        verdict={**verdict, "decision": "blocked"},
+    )
 
 
 def secrets_for(act: Activation, t: Tool) -> dict[str, str]:
