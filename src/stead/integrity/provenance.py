@@ -15,12 +15,13 @@ of it: the blast radius of a bad result.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..canonical import dumps
 from ..journal import Event, Kind
+from ..store.base import Store
 
 MIN_FLOW_CHARS = 8
 
@@ -40,28 +41,45 @@ def pieces(value: Any) -> Iterable[str]:
             yield from pieces(v)
 
 
+def journaled_output(store: Store, agent_id: str, seq: int) -> Any:
+    """The whole output of the agent's event at ``seq`` (a tool result), or None."""
+    for ev in store.read_events(agent_id, seq, seq):
+        return ev.data.get("output")
+    return None
+
+
 class FlowTracer:
     """Finds which recent results flow into a call's arguments.
 
     Made per activation; it remembers each result's text and pieces by its
     sequence number (a result never changes), so a step costs one pass over
-    the new call's arguments, not over every recent output again.
+    the new call's arguments, not over every recent output again. It reads the
+    whole journaled result, never the state's clipped copy: it is fed each
+    result as it is emitted (:meth:`observe`), and reads one from before this
+    activation from the journal (``load``) the first time it is needed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, load: Callable[[int], Any] | None = None) -> None:
         self._seen: dict[int, tuple[str, list[str]]] = {}
+        self._load = load
+
+    def observe(self, ev: Event) -> None:
+        """Remember a result's whole output as it is emitted."""
+        if ev.kind == Kind.TOOL_RESULT and ev.data.get("ok"):
+            self._remember(ev.seq, ev.data.get("output"))
+
+    def _remember(self, seq: int, out: Any) -> tuple[str, list[str]]:
+        if len(self._seen) > 200:
+            self._seen.clear()
+        found = self._seen[seq] = (out if isinstance(out, str) else dumps(out), list(pieces(out)))
+        return found
 
     def _of(self, call: Mapping[str, Any]) -> tuple[str, list[str]]:
         seq = int(call["seq"])
         found = self._seen.get(seq)
         if found is None:
-            if len(self._seen) > 200:
-                self._seen.clear()
-            out = call.get("output")
-            found = self._seen[seq] = (
-                out if isinstance(out, str) else dumps(out),
-                list(pieces(out)),
-            )
+            out = self._load(seq) if self._load is not None else call.get("output")
+            found = self._remember(seq, out)
         return found
 
     def flows_from(

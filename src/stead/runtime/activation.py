@@ -40,7 +40,7 @@ from ..governance.ledger import LEDGER_KINDS, verify_ledger
 from ..ids import seeded_rng
 from ..integrity.anchoring import Anchoring
 from ..integrity.completion import Certifier, Verifier
-from ..integrity.provenance import FlowTracer
+from ..integrity.provenance import FlowTracer, journaled_output
 from ..integrity.watch import Watch
 from ..journal import Event, NewEvent, seal
 from ..models.base import Model
@@ -130,7 +130,7 @@ class Activation:
         self.messenger = messenger
         self.verifier = Verifier(self, certify)
         self.watch: Watch | None = None  # made at acquire, with the agent's tools
-        self.flows = FlowTracer()
+        self.flows = FlowTracer(partial(journaled_output, store, record.agent_id))
         self.signals_at = float("-inf")  # when people's requests were last looked for
 
     # -- lease and commits ------------------------------------------------------
@@ -199,6 +199,7 @@ class Activation:
         apply_in_place(s, ev)  # this activation owns its state object
         self.buffer.append(ev)
         self.renderer.observe(ev)
+        self.flows.observe(ev)
         if self.watch is not None:
             self.watch.observe(ev)
         if len(self.buffer) >= MAX_BUFFERED:
