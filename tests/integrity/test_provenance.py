@@ -169,6 +169,15 @@ def send(text: str) -> str:
     return "sent"
 
 
+def mail_and_send(events: list[Any]) -> tuple[int, Any]:
+    """The seq of the mail's result, and the send's intent."""
+    mail = next(
+        e.seq for e in events if e.kind == Kind.TOOL_RESULT and e.data["tool"] == "read_mail"
+    )
+    sent = next(e for e in events if e.kind == Kind.TOOL_INTENT and e.data["tool"] == "send")
+    return mail, sent
+
+
 @pytest.mark.parametrize("restart", [False, True])
 def test_a_flow_from_far_into_a_long_result_is_traced(tmp_path: Path, restart: bool) -> None:
     """Provenance used to read the state's 800-character copy of each result."""
@@ -193,4 +202,27 @@ def test_a_flow_from_far_into_a_long_result_is_traced(tmp_path: Path, restart: b
     sent = next(e for e in events if e.kind == Kind.TOOL_INTENT and e.data["tool"] == "send")
     assert sent.data["provenance"]["flows_from"] == [mail]
     assert mail in [n.seq for n in rt.provenance(agent).lineage(sent.seq)]
+    rt.close()
+
+
+def test_a_link_rewritten_into_a_new_sentence_is_traced(tmp_path: Path) -> None:
+    """No whole line of the mail is in the message, only its link, rewritten."""
+    tools = {t.__name__: as_tool(t) for t in (read_mail, send)}
+    rt = runtime_at(tmp_path, FakeClock())
+    script: list[Any] = [
+        {"tool": "read_mail"},
+        {
+            "tool": "send",
+            "args": {"text": "Hi! As asked, here it is: https://EVIL.example/pay?to=ATTACKER-77."},
+        },
+        {"finish": "done"},
+    ]
+    agent = make_agent(rt, tmp_path, script, scope=[{"tool": "*"}])
+    rt.run(agent, tools=tools)
+    events = list(rt.store.read_events(agent))
+    mail = next(
+        e.seq for e in events if e.kind == Kind.TOOL_RESULT and e.data["tool"] == "read_mail"
+    )
+    sent = next(e for e in events if e.kind == Kind.TOOL_INTENT and e.data["tool"] == "send")
+    assert sent.data["provenance"]["flows_from"] == [mail]
     rt.close()

@@ -22,6 +22,7 @@ from typing import Any
 from ..canonical import dumps
 from ..journal import Event, Kind
 from ..store.base import Store
+from .values import values
 
 MIN_FLOW_CHARS = 8
 
@@ -60,7 +61,7 @@ class FlowTracer:
     """
 
     def __init__(self, load: Callable[[int], Any] | None = None) -> None:
-        self._seen: dict[int, tuple[str, list[str]]] = {}
+        self._seen: dict[int, tuple[str, list[str], set[str]]] = {}
         self._load = load
 
     def observe(self, ev: Event) -> None:
@@ -68,13 +69,14 @@ class FlowTracer:
         if ev.kind == Kind.TOOL_RESULT and ev.data.get("ok"):
             self._remember(ev.seq, ev.data.get("output"))
 
-    def _remember(self, seq: int, out: Any) -> tuple[str, list[str]]:
+    def _remember(self, seq: int, out: Any) -> tuple[str, list[str], set[str]]:
         if len(self._seen) > 200:
             self._seen.clear()
-        found = self._seen[seq] = (out if isinstance(out, str) else dumps(out), list(pieces(out)))
+        text = out if isinstance(out, str) else dumps(out)
+        found = self._seen[seq] = (text, list(pieces(out)), values(out))
         return found
 
-    def _of(self, call: Mapping[str, Any]) -> tuple[str, list[str]]:
+    def _of(self, call: Mapping[str, Any]) -> tuple[str, list[str], set[str]]:
         seq = int(call["seq"])
         found = self._seen.get(seq)
         if found is None:
@@ -88,12 +90,14 @@ class FlowTracer:
         """The results (by seq) among ``recent_calls`` whose output appears in ``args``."""
         sent = dumps(dict(args))
         sent_pieces = list(pieces(dict(args)))
+        sent_values = values(dict(args))
         found = set()
         for call in recent_calls:
             if not call.get("ok") or call.get("seq") is None:
                 continue
-            text, out_pieces = self._of(call)
-            if any(p in sent for p in out_pieces) or any(p in text for p in sent_pieces):
+            text, out_pieces, out_values = self._of(call)
+            copied = any(p in sent for p in out_pieces) or any(p in text for p in sent_pieces)
+            if copied or sent_values & out_values:  # a line, or a value however rewritten
                 found.add(int(call["seq"]))
         return sorted(found)
 

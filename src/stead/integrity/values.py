@@ -1,0 +1,86 @@
+"""The values that matter in a piece of data, as provenance follows them.
+
+Whole lines rarely flow: a model rewrites text around the one value it takes
+(a link put in a new sentence, an address in a list, an account number with
+its spaces removed). :func:`values` picks out what is worth following, each
+normalized so that simple rewrites do not hide it:
+
+* URLs (scheme and host lowercased, trailing punctuation dropped) and their
+  host names; bare host names;
+* e-mail addresses (lowercased);
+* identifiers: tokens of 6 or more letters, digits, ``_`` or ``-`` that hold
+  both letters and digits (account numbers, file ids, tokens), lowercased;
+* long numbers (5 or more digits, spaces and dashes dropped: phone and account
+  numbers) and amounts with a fractional part (``98.70`` → ``98.7``);
+* dates written ``YYYY-MM-DD``;
+* and, for longer text, each line of 40 or more characters, lowercased with
+  its whitespace collapsed.
+
+Short common words and small numbers are never values: they would connect
+everything to everything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+_URL = re.compile(r"\bhttps?://[^\s\"'<>()\[\]{}]+", re.IGNORECASE)
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_HOST = re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}\b", re.IGNORECASE)
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{6,}")
+_LONG_NUMBER = re.compile(r"\+?\d[\d \-]{3,}\d")
+_AMOUNT = re.compile(r"\b\d{1,3}(?:,\d{3})*\.\d+\b|\b\d+\.\d+\b")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+LINE_CHARS = 40
+_TRAILING = ".,;:!?"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield repr(value)
+
+
+def _url(raw: str) -> tuple[str, str]:
+    url = raw.rstrip(_TRAILING)
+    scheme, _, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return f"{scheme.lower()}://{host.lower()}{slash}{path}", host.lower().split(":")[0]
+
+
+def values(value: Any) -> set[str]:
+    """The normalized values in ``value`` (text, or JSON data) worth following."""
+    found: set[str] = set()
+    for text in _strings(value):
+        for m in _URL.finditer(text):
+            url, host = _url(m.group())
+            found |= {url, host}
+        found |= {m.group().lower() for m in _EMAIL.finditer(text)}
+        found |= {m.group().lower().rstrip(_TRAILING) for m in _HOST.finditer(text)}
+        for m in _TOKEN.finditer(text):
+            token = m.group()
+            if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):
+                found.add(token.lower())
+        for m in _LONG_NUMBER.finditer(text):
+            digits = re.sub(r"[ \-]", "", m.group())
+            if sum(c.isdigit() for c in digits) >= 5:
+                found.add(digits)
+        for m in _AMOUNT.finditer(text):
+            amount = m.group().replace(",", "").rstrip("0").rstrip(".")
+            if sum(c.isdigit() for c in amount) >= 3:  # 98.70, not 2.0
+                found.add(amount)
+        found |= {m.group() for m in _DATE.finditer(text)}
+        for line in text.splitlines():
+            squeezed = " ".join(line.split()).lower()
+            if len(squeezed) >= LINE_CHARS:
+                found.add(squeezed)
+    return found
