@@ -9,10 +9,11 @@ every container is replaced, never mutated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .journal import Event, Kind
+from .values import values
 
 if TYPE_CHECKING:
     from .state import State
@@ -28,6 +29,17 @@ def advance(inflight: dict[str, Any] | None, data: Mapping[str, Any]) -> dict[st
     if inflight is None or data.get("action") is None:
         return inflight
     return {**inflight, "next": max(inflight["next"], int(data["action"]) + 1)}
+
+
+TRUSTED_KEPT = 1000
+"""How many values a person gave the state remembers as trusted."""
+
+
+def trust(s: State, given: Iterable[str]) -> None:
+    """Remember values a person gave, the latest :data:`TRUSTED_KEPT` of them."""
+    new = [v for v in sorted(given) if v not in s.trusted_values]
+    if new:
+        s.trusted_values = [*s.trusted_values, *new][-TRUSTED_KEPT:]
 
 
 def _notice(s: State, text: str) -> None:
@@ -65,7 +77,12 @@ def _approval_requested(s: State, d: Mapping[str, Any], ev: Event) -> None:
             key: d.get(key)
             for key in ("approval_id", "call_id", "tool", "args_hash", "policy_version", "reason")
         }
-        | {"status": "requested", "requested_at": ev.at, "seq": ev.seq},
+        | {
+            "status": "requested",
+            "requested_at": ev.at,
+            "seq": ev.seq,
+            "values": sorted(values(d.get("args"))),
+        },
     }
     s.status, s.waiting_for = "waiting", "approval"
     s.status_reason = f"approval {d['approval_id']} for {d['tool']}: {d.get('reason', '')}"
@@ -81,6 +98,7 @@ def _approval_granted(s: State, d: Mapping[str, Any], ev: Event) -> None:
             "valid_until": d["valid_until"],
         }
         s.approvals = {**s.approvals, d["approval_id"]: {**a, **granted}}
+        trust(s, a.get("values") or [])  # what a person approved is theirs
     _wake_if_no_approval_pending(s)
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .canonical import dumps
-from .folds import KIND_FOLDS, advance, back_to_wait
+from .folds import KIND_FOLDS, advance, back_to_wait, trust
 from .journal import GENESIS_HASH, Event, Kind
+from .values import values
 
 RECENT_CALLS = 20
 """How many finished tool calls the state (and so the model's context) keeps."""
@@ -92,6 +93,9 @@ class State:
     model_requests: int = 0
     # the model a person set since creation: {"model": REF, "model_options": ..., "script": ...}
     model_override: dict[str, Any] | None = None
+    # values a person gave (their messages, the calls they approved): trusted where
+    # they also appear in untrusted data (stead.values), the latest folds.TRUSTED_KEPT
+    trusted_values: list[str] = field(default_factory=list)
     failed_last: list[int] = field(default_factory=list)
     # what the agent waited for when a monitor suspended it, to wait again once cleared
     suspended_wait: dict[str, Any] | None = None
@@ -259,6 +263,7 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.inflight = advance(s.inflight, d)
     elif k == Kind.INPUT_RECEIVED:
         s.inbox = [*s.inbox, d["text"]]
+        trust(s, values(d["text"]))
         if s.status == "waiting" and s.waiting_for == "input":
             s.status, s.waiting_for, s.status_reason = "running", None, ""
     elif k == Kind.FINISH_CLAIMED:

@@ -229,6 +229,19 @@ def judge(
     )
 
 
+def granted_approval(
+    state: State, call_id: str, tool: str, args: Mapping[str, Any], version: int, now: float
+) -> str | None:
+    """The id of a person's approval, still good, for exactly this call; else None
+    (for a call a monitor asks about, where the gate itself needed none)."""
+    wanted = args_hash(args)
+    for aid, a in sorted(state.approvals.items()):
+        mine = a["call_id"] == call_id and a["status"] == "granted"
+        if mine and _approval_problem(a, tool, wanted, version, now) is None:
+            return aid
+    return None
+
+
 def _approval_problem(
     a: Mapping[str, Any], tool: str, wanted_hash: str, version: int, now: float
 ) -> str | None:

@@ -33,7 +33,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "loop": ("repeat",),
     "error_streak": ("errors",),
     "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
-    "dataflow": ("outbound", "untrusted"),
+    "dataflow": ("outbound", "untrusted", "verdict"),
     "probing": ("refusals", "window"),
     "drift": (
         "baseline_sessions",
@@ -53,6 +53,7 @@ def build_monitors(
     secret_tools: Iterable[str] = (),
     load: Callable[[str], Any] | None = None,
     tool_names: Iterable[str] | None = None,
+    trusted: Iterable[str] = (),
 ) -> MonitorSet:
     """The rules a spec's ``monitors:`` section asks for (built-ins on by default).
 
@@ -99,7 +100,12 @@ def build_monitors(
             if not params.get("outbound"):
                 continue  # nothing is outbound: no flow to watch
             rules.append(
-                DataFlow({*params.get("untrusted", []), *secret_tools}, params["outbound"])
+                DataFlow(
+                    {*params.get("untrusted", []), *secret_tools},
+                    params["outbound"],
+                    params.get("verdict") or "block",
+                    trusted,  # the values the spec's author gave: their instructions, goals
+                )
             )
             continue
         cls: Any = {"loop": Loop, "error_streak": ErrorStreak, "budget": Budget,
@@ -131,6 +137,10 @@ def _match_tools(params: Mapping[str, Any], names: list[str]) -> None:
 def _check_setting(where: str, key: str, value: Any) -> None:
     """A built-in rule's setting has the type it needs (None leaves it unset)."""
     if value is None or key == "demote_to":
+        return
+    if key == "verdict":
+        if value not in ("ask", "block"):
+            raise MonitorConfigError(f"{where} must be ask or block, got {value!r}")
         return
     if key in _NAMES:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):

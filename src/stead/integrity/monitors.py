@@ -59,9 +59,10 @@ from typing import Any
 from ..canonical import dumps, sha256_hex
 from ..journal import Event, Kind
 from ..state import STREAK_SHOWN, TAINTED_KEPT
+from ..values import values
 from .drift import DEFAULT_THRESHOLDS, drifted
 
-VERDICTS = ("warn", "block", "suspend")
+VERDICTS = ("warn", "ask", "block", "suspend")
 MIN_FLOW_CHARS = 8
 """Shorter strings are not traced from a result into a later call's arguments."""
 
@@ -241,14 +242,33 @@ class Budget(Rule):
 
 
 class DataFlow(Rule):
-    name = "dataflow"
-    kinds = frozenset({Kind.TOOL_RESULT})
+    """Text or values from a secret-bearing or untrusted result in an outbound call.
 
-    def __init__(self, untrusted: Iterable[str] = (), outbound: Iterable[str] = ()) -> None:
+    What the person gave is trusted: values in the agent's instructions and
+    goals (``trusted``), in a person's messages and in the arguments of calls a
+    person approved. A value found both there and in untrusted data is the
+    person's, so it flows freely; anything else from untrusted data does not,
+    unless a person approves the call (``verdict`` ``ask``, or ``block``).
+    """
+
+    name = "dataflow"
+    kinds = frozenset({Kind.TOOL_RESULT, Kind.INPUT_RECEIVED, Kind.APPROVAL_REQUESTED,
+                       Kind.APPROVAL_GRANTED})  # fmt: skip
+
+    def __init__(
+        self,
+        untrusted: Iterable[str] = (),
+        outbound: Iterable[str] = (),
+        verdict: str = "block",
+        trusted: Iterable[str] = (),
+    ) -> None:
         # tool names or patterns (fnmatch) whose results are third-party text
         self.untrusted = sorted(set(untrusted))
         self.outbound = list(outbound)
-        self.tainted: list[tuple[int, set[str]]] = []
+        self.verdict = verdict
+        self.trusted = set(trusted)
+        self.tainted: list[tuple[int, set[str], set[str]]] = []
+        self._asked: dict[str, set[str]] = {}  # approval id -> its call's values
 
     def taints(self, data: Mapping[str, Any]) -> bool:
         """Whether a tool result (its event data) holds text that must not flow out.
@@ -264,38 +284,55 @@ class DataFlow(Rule):
             return False
         return any(True for _ in _strings(output))
 
+    def _entry(self, ev: Event) -> tuple[int, set[str], set[str]]:
+        output = ev.data.get("output")
+        return ev.seq, set(_strings(output)), values(output)
+
     def observe(self, ev: Event) -> Violation | None:
-        if ev.kind == Kind.TOOL_RESULT and self.taints(ev.data):
-            strings = set(_strings(ev.data.get("output")))
-            if strings:
-                self.tainted = [*self.tainted, (ev.seq, strings)][-TAINTED_KEPT:]
+        d = ev.data
+        if ev.kind == Kind.TOOL_RESULT and self.taints(d):
+            self.tainted = [*self.tainted, self._entry(ev)][-TAINTED_KEPT:]
+        elif ev.kind == Kind.INPUT_RECEIVED:
+            self.trusted |= values(d.get("text"))
+        elif ev.kind == Kind.APPROVAL_REQUESTED:
+            self._asked[str(d.get("approval_id"))] = values(d.get("args"))
+        elif ev.kind == Kind.APPROVAL_GRANTED:
+            self.trusted |= self._asked.pop(str(d.get("approval_id")), set())
         return None
 
-    def resume(self, earlier: Iterable[Event]) -> None:
-        """Take back tainted results older than the events this rule was primed with."""
-        seen = {seq for seq, _ in self.tainted}
-        older = [
-            (ev.seq, set(_strings(ev.data.get("output"))))
-            for ev in earlier
-            if ev.seq not in seen and self.taints(ev.data)
-        ]
+    def resume(self, earlier: Iterable[Event], trusted: Iterable[str] = ()) -> None:
+        """Take back tainted results older than the events this rule was primed with,
+        and the values people gave before then (as the state keeps them)."""
+        seen = {seq for seq, _, _ in self.tainted}
+        older = [self._entry(ev) for ev in earlier if ev.seq not in seen and self.taints(ev.data)]
         self.tainted = [*older, *self.tainted][-TAINTED_KEPT:]
+        self.trusted |= set(trusted)
+
+    def _own(self, text: str) -> bool:
+        """Whether ``text`` is what a person gave (all its values are trusted)."""
+        found = values(text)
+        return bool(found) and found <= self.trusted
 
     def check(self, call: Call) -> Violation | None:
         if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
             return None
         sent = dumps(call.args)
         parts = set(_strings(call.args))
+        sent_values = values(call.args)
 
-        def flows(strings: set[str]) -> bool:
+        def flows(strings: set[str], found: set[str]) -> bool:
+            if (found & sent_values) - self.trusted:
+                return True  # a value of the untrusted data, not also the person's
             # a tainted string inside the arguments, or an argument cut from one
-            return any(s in sent for s in strings) or any(p in s for p in parts for s in strings)
+            return any(s in sent and not self._own(s) for s in strings) or any(
+                p in s and not self._own(p) for p in parts for s in strings
+            )
 
-        sources = tuple(seq for seq, strings in self.tainted if flows(strings))
+        sources = tuple(seq for seq, strings, found in self.tainted if flows(strings, found))
         if sources:
             return Violation(
                 self.name,
-                "block",
+                self.verdict,
                 f"{call.tool} would send data that came from a secret-bearing or untrusted "
                 f"result (event {', '.join(map(str, sources))}) without an approval",
                 sources,
@@ -501,7 +538,13 @@ class MonitorSet:
     def dataflow(self) -> DataFlow | None:
         return next((r for r in self.rules if isinstance(r, DataFlow)), None)
 
-    def resume(self, failed: list[int], failed_in_row: int, tainted: Iterable[Event]) -> None:
+    def resume(
+        self,
+        failed: list[int],
+        failed_in_row: int,
+        tainted: Iterable[Event],
+        trusted: Iterable[str] = (),
+    ) -> None:
         """Give rules what the journal holds beyond the events they were primed with.
 
         ``failed_in_row`` is the state's count of failed calls since the last
@@ -514,7 +557,7 @@ class MonitorSet:
             if isinstance(r, ErrorStreak):
                 r.failed, r.streak = failed_in_row, list(failed)[-min(r.errors, STREAK_SHOWN) :]
             elif isinstance(r, DataFlow):
-                r.resume(tainted)
+                r.resume(tainted, trusted)
 
 
 def proposed_call(ev: Event) -> Call | None:

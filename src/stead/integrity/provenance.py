@@ -22,7 +22,7 @@ from typing import Any
 from ..canonical import dumps
 from ..journal import Event, Kind
 from ..store.base import Store
-from .values import values
+from ..values import values
 
 MIN_FLOW_CHARS = 8
 

@@ -23,6 +23,7 @@ from ..integrity.monitors import Call, MonitorSet, Violation
 from ..journal import Event, Kind
 from ..tools.base import Tool
 from ..tools.registry import import_object
+from ..values import values
 
 if TYPE_CHECKING:
     from ..ports import AgentPort
@@ -41,12 +42,14 @@ def monitors_for(
     that matches none of ``tools``.
     """
     base = str(spec.get("base_dir", "."))
+    goals = [g for g in spec.get("goals") or [] if isinstance(g, Mapping)]
     try:
         return build_monitors(
             spec.get("monitors"),
             secret_tools=[name for name, t in tools.items() if t.secrets],
             load=lambda ref: import_object(ref, [base], "monitor"),
             tool_names=list(tools) if strict else None,
+            trusted=values([spec.get("instructions"), [g.get("description") for g in goals]]),
         )
     except MonitorConfigError as exc:
         raise SpecError(f"spec field {exc}") from None
@@ -85,7 +88,7 @@ class Watch:
                 for ev in self.act.store.read_events(agent, seq, seq)
             ]
         )
-        self.monitors.resume(state.failed_last, state.failed_in_row, older)
+        self.monitors.resume(state.failed_last, state.failed_in_row, older, state.trusted_values)
 
     def taints(self, result: Mapping[str, Any]) -> bool:
         """Whether a tool result is one the data-flow rule must not let flow out."""

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..canonical import dumps
 from ..journal import Kind
+from ..models.accounting import attempt_fields, usage_fields
 from ..models.base import RenderedContext
 from ..models.conversation import Transcript, Turn, estimate_tokens
-from .accounting import attempt_fields, usage_fields
 
 if TYPE_CHECKING:
     from .activation import Activation
@@ -98,7 +98,7 @@ def compact(
         through=through,
         summary=summary.text,
         model=summary.model,
-        **usage_fields(act, summary.usage),
+        **usage_fields(act.state.usage, summary.usage),
         # with the requests the model refused as too long, which this one answers
         **attempt_fields([*failed, *summary.attempts]),
     )

@@ -17,8 +17,8 @@ from ..canonical import dumps
 from ..errors import ContextTooLong, InvalidAnswer, ModelError
 from ..ids import new_id
 from ..journal import Kind
+from ..models.accounting import attempt_fields, usage_fields
 from ..models.conversation import RESULT_CAP, read_on
-from .accounting import attempt_fields, usage_fields
 from .compaction import compact
 from .governed import is_escalation
 from .toolcall import run_tool
@@ -135,7 +135,7 @@ def decide(act: Activation) -> bool:
         actions=actions,
         # provenance: the results this decision's context showed
         context_events=[c["seq"] for c in act.state.recent_calls if "seq" in c],
-        **usage_fields(act, decision.usage),
+        **usage_fields(act.state.usage, decision.usage),
         **attempt_fields(decision.attempts),
     )
     # not flushed yet: it is committed with the first intent, before any effect.
@@ -158,7 +158,7 @@ def refuse_answer(act: Activation, context_hash: str, exc: InvalidAnswer) -> boo
         model=act.model.name,
         reason=str(exc),
         answer=exc.answer,
-        **usage_fields(act, exc.usage),
+        **usage_fields(act.state.usage, exc.usage),
         **attempt_fields(exc.attempts),
     )
     limit = int(getattr(act.model, "invalid_answers", DEFAULT_INVALID_ANSWERS))

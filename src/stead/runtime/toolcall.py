@@ -14,9 +14,11 @@ call, to shrink the window in which a crash leaves its outcome unknown).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SecretError
+from ..governance.gate import granted_approval
 from ..governance.grants import network_grant
 from ..integrity.monitors import Call, Violation
 from ..journal import Kind
@@ -94,6 +96,18 @@ def run_tool(
             if stopping:
                 _blocked(act, result_of, shown["verdict"], stopping)
                 return
+            asking = [v for v in found if v.verdict == "ask"]
+            if asking and verdict.approval is None:
+                # a monitor asks a person (a data flow a person may allow): the call
+                # runs once an approval for exactly it is granted, and uses it up
+                aid = granted_approval(act.state, call_id, name, args, verdict.policy_version, at)
+                if aid is None:
+                    reason = "; ".join(f"monitor {v.rule}: {v.message}" for v in asking)
+                    ask = replace(verdict, decision="ask", reason=reason)
+                    findings = [f"{v.rule} ({v.verdict}): {v.message}" for v in found]
+                    act.governor.hold(index, result_of, ask, findings)
+                    return
+                shown["verdict"]["approval"] = aid
     if t.effect is not Effect.READ_ONLY and not rerun:
         act.emit(
             Kind.TOOL_INTENT,

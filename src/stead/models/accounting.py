@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .activation import Activation
+from typing import Any
 
 TOKEN_DETAIL = ("input_tokens", "output_tokens", "cached_tokens")
 
@@ -18,13 +15,12 @@ def attempt_fields(attempts: Sequence[Any]) -> dict[str, Any]:
     return {"attempts": [a if isinstance(a, Mapping) else a.to_json() for a in attempts]}
 
 
-def usage_fields(act: Activation, usage: Mapping[str, float] | None) -> dict[str, Any]:
-    """The decision's reported cost, with the agent's running totals (for budgets)."""
+def usage_fields(totals: Mapping[str, float], usage: Mapping[str, float] | None) -> dict[str, Any]:
+    """The decision's reported cost, with the agent's running ``totals`` (for budgets)."""
     if not usage:
         return {}
     tokens = float(usage.get("tokens", 0))
     spend = float(usage.get("spend", 0))
-    totals = act.state.usage
     detail = {k: float(usage[k]) for k in TOKEN_DETAIL if k in usage}
     return {
         "usage": {

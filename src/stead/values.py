@@ -6,7 +6,8 @@ its spaces removed). :func:`values` picks out what is worth following, each
 normalized so that simple rewrites do not hide it:
 
 * URLs (scheme and host lowercased, trailing punctuation dropped) and their
-  host names; bare host names;
+  host names; bare host names with at least two dots (``notes.txt`` is a
+  file's name as often as a host's);
 * e-mail addresses (lowercased);
 * identifiers: tokens of 6 or more letters, digits, ``_`` or ``-`` that hold
   both letters and digits (account numbers, file ids, tokens), lowercased;
@@ -65,7 +66,8 @@ def values(value: Any) -> set[str]:
             url, host = _url(m.group())
             found |= {url, host}
         found |= {m.group().lower() for m in _EMAIL.finditer(text)}
-        found |= {m.group().lower().rstrip(_TRAILING) for m in _HOST.finditer(text)}
+        # a bare host name needs two dots: one is as often a file's name (notes.txt)
+        found |= {h for m in _HOST.finditer(text) if (h := m.group().lower()).count(".") >= 2}
         for m in _TOKEN.finditer(text):
             token = m.group()
             if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):

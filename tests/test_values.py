@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stead.integrity.values import values
+from stead.values import values
 
 
 @pytest.mark.parametrize(
