@@ -134,3 +134,57 @@ def test_a_value_in_a_persons_message_is_trusted_after_a_restart(tmp_path: Path)
     assert PAYMENTS == [{"to": THEIRS, "amount": 12}]
     assert THEIRS.lower() in state.trusted_values
     rt.close()
+
+
+def test_each_arguments_source_is_journaled_with_the_call(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path, FakeClock())
+    agent_id = agent(
+        rt,
+        tmp_path,
+        [
+            {"tool": "list_transactions"},
+            {"tool": "pay", "args": {"to": OURS, "amount": 98.70}},
+            {"finish": "refunded"},
+        ],
+    )
+    rt.run(agent_id, tools=TOOLS)
+    (intent,) = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.TOOL_INTENT]
+    sources = intent.data["provenance"]["args"]
+    assert sources["to"] == {"source": "trusted"}  # the user's own account
+    assert sources["amount"] == {"source": "trusted"}  # the user's 98.70
+    assert intent.data["provenance"]["influenced"] is True  # the statement was in view
+    rt.close()
+
+
+POLICY = """
+permit(principal, action, resource);
+@ask permit(principal, action, resource == Tool::"pay")
+  when { context.influenced && context.untrusted_args.contains("to") };
+"""
+
+
+def test_a_policy_can_ask_about_untrusted_arguments_precisely(tmp_path: Path) -> None:
+    """Warn-only monitoring, and a tenant policy that asks only about an untrusted payee."""
+    rt = runtime_at(tmp_path, FakeClock())
+    rt.set_policy("default", POLICY)
+    PAYMENTS.clear()
+    agent_id = make_agent(
+        rt,
+        tmp_path,
+        [
+            {"tool": "list_transactions"},
+            {"tool": "pay", "args": {"to": OURS, "amount": 98.70}},  # the user's: runs
+            {"tool": "pay", "args": {"to": THEIRS, "amount": 500}},  # the statement's: asks
+            {"finish": "done"},
+        ],
+        instructions=f"Refund the 98.70 charge to my account {OURS}.",
+        scope=[{"tool": "*"}],
+        monitors={"dataflow": {"untrusted": ["list_transactions"], "outbound": ["pay"],
+                               "verdict": "ask"}},
+    )  # fmt: skip
+    state = rt.run(agent_id, tools=TOOLS).state
+    assert PAYMENTS == [{"to": OURS, "amount": 98.70}]
+    assert state.status == "waiting" and state.waiting_for == "approval"
+    ((_, pending),) = rt.pending_approvals()
+    assert "policy" in pending["reason"] and pending["args"]["to"] == THEIRS
+    rt.close()

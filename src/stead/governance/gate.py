@@ -149,6 +149,7 @@ def judge(
     policy: CompiledPolicy | None,
     parents: ParentLookup | None = None,
     out_of_scope: str = "refuse",
+    taint: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """Decide whether the call may run now; see the module docstring for the order."""
     level = effective_level(state, tool)
@@ -176,6 +177,7 @@ def judge(
             autonomy=level,
             now=now,
             grants=[grant] if grant else [],
+            taint=taint,
         )
         policy_reasons = pv.reasons
         if pv.decision == "deny":

@@ -93,6 +93,7 @@ class CompiledPolicy:
         autonomy: str,
         now: float,
         grants: Sequence[str],
+        taint: Mapping[str, Any] | None = None,
     ) -> PolicyVerdict:
         request = {
             "principal": {"type": "Agent", "id": agent_id},
@@ -106,6 +107,9 @@ class CompiledPolicy:
                 "now": int(now),
                 "in_scope": bool(grants),
                 "grants": list(grants),
+                # what the arguments owe to untrusted data (the data-flow rule's view)
+                "untrusted_args": list((taint or {}).get("untrusted_args", [])),
+                "influenced": bool((taint or {}).get("influenced", False)),
             },
         }
         entities = [

@@ -313,6 +313,28 @@ class DataFlow(Rule):
         found = values(text)
         return bool(found) and found <= self.trusted
 
+    def sources(self, args: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Where each argument's values came from: ``untrusted`` (the results named in
+        ``from``), ``trusted`` (all of them a person gave), or ``model`` (neither)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, value in args.items():
+            text = dumps(value)
+            parts, found = set(_strings(value)), values(value)
+            seqs = [
+                seq
+                for seq, strings, tainted in self.tainted
+                if (tainted & found) - self.trusted
+                or any(s in text and not self._own(s) for s in strings)
+                or any(p in s and not self._own(p) for p in parts for s in strings)
+            ]
+            if seqs:
+                out[str(name)] = {"source": "untrusted", "from": seqs}
+            elif found and found <= self.trusted:
+                out[str(name)] = {"source": "trusted"}
+            else:
+                out[str(name)] = {"source": "model"}
+        return out
+
     def check(self, call: Call) -> Violation | None:
         if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
             return None

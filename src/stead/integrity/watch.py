@@ -90,6 +90,21 @@ class Watch:
         )
         self.monitors.resume(state.failed_last, state.failed_in_row, older, state.trusted_values)
 
+    def taint_of(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """What a call's arguments owe to untrusted data, for the gate and the journal:
+        each argument's source, the untrusted ones, and whether the decision was
+        made while an untrusted result was in the model's view (``influenced``)."""
+        rule = self.monitors.dataflow()
+        if rule is None:
+            return {"args": {}, "untrusted_args": [], "influenced": False}
+        sources = rule.sources(args)
+        state = self.act.state
+        in_view = {c.get("seq") for c in state.recent_calls}
+        through = int((state.compaction or {}).get("through", 0))
+        influenced = any(seq in in_view or seq > through for seq, _, _ in rule.tainted)
+        untrusted = sorted(n for n, s in sources.items() if s["source"] == "untrusted")
+        return {"args": sources, "untrusted_args": untrusted, "influenced": influenced}
+
     def taints(self, result: Mapping[str, Any]) -> bool:
         """Whether a tool result is one the data-flow rule must not let flow out."""
         rule = self.monitors.dataflow()

@@ -82,7 +82,13 @@ class Governor:
         except NotFound:
             return None
 
-    def judge(self, tool: Tool, call_id: str, args: Mapping[str, Any]) -> Verdict:
+    def judge(
+        self,
+        tool: Tool,
+        call_id: str,
+        args: Mapping[str, Any],
+        taint: Mapping[str, Any] | None = None,
+    ) -> Verdict:
         spec = self.act.record.spec
         return judge(
             self.act.state,
@@ -94,6 +100,7 @@ class Governor:
             policy=self.policy(),
             parents=self._parent,
             out_of_scope=str(spec.get("out_of_scope") or "refuse"),
+            taint=taint,
         )
 
     def hold(

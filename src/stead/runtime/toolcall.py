@@ -53,19 +53,22 @@ def run_tool(
         return
     # provenance: the decision the call came from, the results that fed it
     inflight = act.state.inflight or {}
-    origin = {
+    taint = act.watch.taint_of(args) if act.watch is not None else {}
+    origin: dict[str, Any] = {
         "provenance": {
             "decision": inflight.get("seq") if index >= 0 else None,
             "flows_from": act.flows.flows_from(args, act.state.recent_calls),
         }
     }
+    if taint.get("args"):  # each argument's source, where data flow is watched
+        origin["provenance"] |= {"args": taint["args"], "influenced": taint["influenced"]}
     # authority is checked now, at the moment of action, not when decided; a
     # rerun of an interrupted call was authorised when its intent was recorded
     shown: dict[str, Any] = {}
     if authority is not None:
         shown = {"verdict": authority}
     elif not rerun:
-        verdict = act.governor.judge(t, call_id, args)
+        verdict = act.governor.judge(t, call_id, args, taint)
         if verdict.decision == "ask" and act.watch is not None and act.watch.monitors.rules:
             # what no approval lifts is checked before a person is asked: nobody is
             # asked about a call the monitors would stop anyway, and the person sees
