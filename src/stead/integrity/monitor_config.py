@@ -13,11 +13,11 @@ from typing import Any
 
 # re-exported: spec.py and watch.py import it from here
 from ..errors import MonitorConfigError as MonitorConfigError
+from .dataflow import DataFlow
 from .monitors import (
     VERDICTS,
     Budget,
     Count,
-    DataFlow,
     Drift,
     ErrorStreak,
     Loop,
