@@ -37,12 +37,16 @@ class DataFlow(Rule):
         outbound: Iterable[str] = (),
         verdict: str = "block",
         trusted: Iterable[str] = (),
+        trusted_tools: Iterable[str] = (),
     ) -> None:
         # tool names or patterns (fnmatch) whose results are third-party text
         self.untrusted = sorted(set(untrusted))
         self.outbound = list(outbound)
         self.verdict = verdict
         self.trusted = set(trusted)
+        # names or patterns of tools whose results are system data, though untrusted
+        # also matches them ("everything is untrusted but these")
+        self.trusted_tools = sorted(set(trusted_tools))
         self.tainted: list[tuple[int, set[str], set[str]]] = []
         self._asked: dict[str, set[str]] = {}  # approval id -> its call's values
 
@@ -55,7 +59,10 @@ class DataFlow(Rule):
         if not data.get("ok"):
             return False
         output = data.get("output")
-        untrusted = any(fnmatch.fnmatchcase(str(data["tool"]), p) for p in self.untrusted)
+        tool = str(data["tool"])
+        untrusted = any(fnmatch.fnmatchcase(tool, p) for p in self.untrusted) and not any(
+            fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools
+        )
         if not untrusted and "[secret:" not in dumps(output):
             return False
         return any(True for _ in _strings(output))

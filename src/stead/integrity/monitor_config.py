@@ -33,7 +33,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "loop": ("repeat",),
     "error_streak": ("errors",),
     "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
-    "dataflow": ("outbound", "untrusted", "verdict"),
+    "dataflow": ("outbound", "untrusted", "trusted", "verdict"),
     "probing": ("refusals", "window"),
     "drift": (
         "baseline_sessions",
@@ -51,6 +51,7 @@ def build_monitors(
     config: Mapping[str, Any] | None,
     *,
     secret_tools: Iterable[str] = (),
+    untrusted_tools: Iterable[str] = (),
     load: Callable[[str], Any] | None = None,
     tool_names: Iterable[str] | None = None,
     trusted: Iterable[str] = (),
@@ -101,10 +102,12 @@ def build_monitors(
                 continue  # nothing is outbound: no flow to watch
             rules.append(
                 DataFlow(
-                    {*params.get("untrusted", []), *secret_tools},
+                    # what the spec lists ("*": everything) and what tools declare
+                    {*params.get("untrusted", []), *untrusted_tools, *secret_tools},
                     params["outbound"],
                     params.get("verdict") or "block",
                     trusted,  # the values the spec's author gave: their instructions, goals
+                    params.get("trusted") or (),  # tools whose results are system data
                 )
             )
             continue
@@ -121,7 +124,7 @@ def build_monitors(
 
 _COUNTS = ("repeat", "errors", "tool_calls", "steps", "tokens", "refusals", "baseline_sessions",
            "min_steps")  # fmt: skip
-_NAMES = ("outbound", "untrusted")
+_NAMES = ("outbound", "untrusted", "trusted")
 
 
 def _match_tools(params: Mapping[str, Any], names: list[str]) -> None:

@@ -47,6 +47,7 @@ def monitors_for(
         return build_monitors(
             spec.get("monitors"),
             secret_tools=[name for name, t in tools.items() if t.secrets],
+            untrusted_tools=[name for name, t in tools.items() if t.untrusted],
             load=lambda ref: import_object(ref, [base], "monitor"),
             tool_names=list(tools) if strict else None,
             trusted=values([spec.get("instructions"), [g.get("description") for g in goals]]),

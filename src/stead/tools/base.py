@@ -141,6 +141,8 @@ class Tool:
     env: tuple[str, ...] = ()
     # a schema given with the declaration, checked in full (jsonschema) at each call
     explicit_schema: bool = False
+    # its results are third-party text (mail, pages, chat): the data-flow rule's untrusted
+    untrusted: bool = False
 
     def call(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         check_args(self, args)
@@ -187,6 +189,7 @@ def tool(
     secrets: Sequence[str] = ...,
     env: Sequence[str] = ...,
     schema: Mapping[str, Any] | None = ...,
+    untrusted: bool = ...,
 ) -> Callable[[F], F]: ...
 
 
@@ -201,6 +204,7 @@ def tool(
     secrets: Sequence[str] = (),
     env: Sequence[str] = (),
     schema: Mapping[str, Any] | None = None,
+    untrusted: bool = False,
 ) -> F | Callable[[F], F]:
     """Declare a function as a stead tool.
 
@@ -212,7 +216,9 @@ def tool(
     schema), for a tool whose signature cannot say it all (enums, patterns,
     nested objects); without it the schema is read from the signature. The
     function is returned unchanged, with its declaration attached, so it stays
-    callable and testable as ordinary Python.
+    callable and testable as ordinary Python. ``untrusted`` says its results
+    are third-party text (an e-mail, a web page, a chat channel): the data-flow
+    rule treats them as untrusted whatever the spec lists.
     """
 
     def wrap(f: F) -> F:
@@ -228,6 +234,7 @@ def tool(
                 secrets=secrets,
                 env=env,
                 schema=schema,
+                untrusted=untrusted,
             ),
         )
         return f
@@ -245,6 +252,7 @@ def make_tool(
     secrets: Sequence[str] = (),
     env: Sequence[str] = (),
     schema: Mapping[str, Any] | None = None,
+    untrusted: bool = False,
 ) -> Tool:
     try:
         eff = Effect(effect)
@@ -266,6 +274,7 @@ def make_tool(
         secrets=tuple(secrets),
         env=tuple(env),
         explicit_schema=schema is not None,
+        untrusted=untrusted,
     )
 
 
