@@ -5,9 +5,11 @@ Whole lines rarely flow: a model rewrites text around the one value it takes
 its spaces removed). :func:`values` picks out what is worth following, each
 normalized so that simple rewrites do not hide it:
 
-* URLs (scheme and host lowercased, trailing punctuation dropped) and their
-  host names; bare host names with at least two dots (``notes.txt`` is a
-  file's name as often as a host's);
+* URLs (scheme and host lowercased, trailing punctuation dropped), their
+  host names, and their path and query (also found in a link written without
+  its scheme, glued to other text: ``…post-evil.example/login?next=x``);
+  bare host names with at least two dots (``notes.txt`` is a file's name as
+  often as a host's);
 * e-mail addresses (lowercased);
 * identifiers: tokens of 6 or more letters, digits, ``_`` or ``-`` that hold
   both letters and digits (account numbers, file ids, tokens), lowercased;
@@ -34,6 +36,9 @@ _TOKEN = re.compile(r"[A-Za-z0-9_-]{6,}")
 _LONG_NUMBER = re.compile(r"\+?\d[\d \-]{3,}\d")
 _AMOUNT = re.compile(r"\b\d{1,3}(?:,\d{3})*\.\d+\b|\b\d+\.\d+\b")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_BARE_PATH = re.compile(r"[a-z0-9-]\.[a-z]{2,24}(/[^\s,;\"'<>()\[\]{}]+)", re.IGNORECASE)
+"""A link without its scheme (``evil.example/login?next=x``): its path is a value."""
+PATH_CHARS = 8
 LINE_CHARS = 40
 _TRAILING = ".,;:!?"
 
@@ -65,6 +70,13 @@ def values(value: Any) -> set[str]:
         for m in _URL.finditer(text):
             url, host = _url(m.group())
             found |= {url, host}
+            path = url.partition("://")[2].partition("/")[2]
+            if len(path) + 1 >= PATH_CHARS:  # its path and query, wherever it is put
+                found.add("/" + path)
+        for m in _BARE_PATH.finditer(text):
+            path = m.group(1).rstrip(_TRAILING)
+            if len(path) >= PATH_CHARS:
+                found.add(path)
         found |= {m.group().lower() for m in _EMAIL.finditer(text)}
         # a bare host name needs two dots: one is as often a file's name (notes.txt)
         found |= {h for m in _HOST.finditer(text) if (h := m.group().lower()).count(".") >= 2}

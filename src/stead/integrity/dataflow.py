@@ -38,12 +38,15 @@ class DataFlow(Rule):
         verdict: str = "block",
         trusted: Iterable[str] = (),
         trusted_tools: Iterable[str] = (),
+        trusted_text: Iterable[str] = (),
     ) -> None:
         # tool names or patterns (fnmatch) whose results are third-party text
         self.untrusted = sorted(set(untrusted))
         self.outbound = list(outbound)
         self.verdict = verdict
         self.trusted = set(trusted)
+        # what a person wrote, whole (lowercased): a piece of it is theirs too
+        self.trusted_text: list[str] = [t.lower() for t in trusted_text]
         # names or patterns of tools whose results are system data, though untrusted
         # also matches them ("everything is untrusted but these")
         self.trusted_tools = sorted(set(trusted_tools))
@@ -77,6 +80,7 @@ class DataFlow(Rule):
             self.tainted = [*self.tainted, self._entry(ev)][-TAINTED_KEPT:]
         elif ev.kind == Kind.INPUT_RECEIVED:
             self.trusted |= values(d.get("text"))
+            self.trusted_text.append(str(d.get("text") or "").lower())
         elif ev.kind == Kind.APPROVAL_REQUESTED:
             self._asked[str(d.get("approval_id"))] = values(d.get("args"))
         elif ev.kind == Kind.APPROVAL_GRANTED:
@@ -92,9 +96,13 @@ class DataFlow(Rule):
         self.trusted |= set(trusted)
 
     def _own(self, text: str) -> bool:
-        """Whether ``text`` is what a person gave (all its values are trusted)."""
+        """Whether ``text`` is what a person gave: all its values are trusted, or a
+        person wrote it word for word."""
         found = values(text)
-        return bool(found) and found <= self.trusted
+        if found and found <= self.trusted:
+            return True
+        lowered = text.strip().lower()
+        return any(lowered in written for written in self.trusted_text)
 
     def sources(self, args: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Where each argument's values came from: ``untrusted`` (the results named in

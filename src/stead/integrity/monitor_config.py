@@ -55,6 +55,7 @@ def build_monitors(
     load: Callable[[str], Any] | None = None,
     tool_names: Iterable[str] | None = None,
     trusted: Iterable[str] = (),
+    trusted_text: Iterable[str] = (),
 ) -> MonitorSet:
     """The rules a spec's ``monitors:`` section asks for (built-ins on by default).
 
@@ -108,6 +109,7 @@ def build_monitors(
                     params.get("verdict") or "block",
                     trusted,  # the values the spec's author gave: their instructions, goals
                     params.get("trusted") or (),  # tools whose results are system data
+                    trusted_text,
                 )
             )
             continue

@@ -43,6 +43,7 @@ def monitors_for(
     """
     base = str(spec.get("base_dir", "."))
     goals = [g for g in spec.get("goals") or [] if isinstance(g, Mapping)]
+    written = [spec.get("instructions"), *(g.get("description") for g in goals)]
     try:
         return build_monitors(
             spec.get("monitors"),
@@ -50,7 +51,8 @@ def monitors_for(
             untrusted_tools=[name for name, t in tools.items() if t.untrusted],
             load=lambda ref: import_object(ref, [base], "monitor"),
             tool_names=list(tools) if strict else None,
-            trusted=values([spec.get("instructions"), [g.get("description") for g in goals]]),
+            trusted=values(written),
+            trusted_text=[t for t in written if isinstance(t, str)],
         )
     except MonitorConfigError as exc:
         raise SpecError(f"spec field {exc}") from None
