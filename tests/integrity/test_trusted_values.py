@@ -232,3 +232,28 @@ def test_everything_is_untrusted_but_what_the_spec_lists_as_trusted(tmp_path: Pa
     assert state.status == "completed" and PAYMENTS == [{"to": THEIRS, "amount": 5}]
     state = payment_after(tmp_path / "b", "list_transactions", careful)
     assert state.waiting_for == "approval" and PAYMENTS == []
+
+
+@tool(effect="read_only")
+def check_payee(to: str) -> str:
+    """Look a payee up (not outbound: nothing leaves)."""
+    return "unknown payee"
+
+
+def test_lineage_names_the_untrusted_arguments_a_result_fed(tmp_path: Path) -> None:
+    rt = runtime_at(tmp_path, FakeClock())
+    agent_id = agent(
+        rt,
+        tmp_path,
+        [{"tool": "list_transactions"}, {"tool": "check_payee", "args": {"to": THEIRS}},
+         {"finish": "done"}],
+    )  # fmt: skip
+    rt.run(agent_id, tools={**TOOLS, "check_payee": as_tool(check_payee)})
+    events = list(rt.store.read_events(agent_id))
+    statement, checked = (
+        next(e.seq for e in events if e.kind == Kind.TOOL_RESULT and e.data["tool"] == name)
+        for name in ("list_transactions", "check_payee")
+    )
+    nodes = {n.seq: n for n in rt.provenance(agent_id).lineage(checked)}
+    assert nodes[statement].why.endswith("(untrusted, into to)")
+    rt.close()

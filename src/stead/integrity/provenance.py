@@ -115,6 +115,8 @@ class _Call:
     flows: list[int] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)  # its intent and result
     result: int | None = None
+    # the arguments each source fed, where the data-flow rule judged them
+    args_from: dict[int, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,11 @@ class Graph:
             if prov:
                 call.decision = prov.get("decision")
                 call.flows = list(prov.get("flows_from", []))
+                for arg, source in sorted((prov.get("args") or {}).items()):
+                    for src in source.get("from", []) if isinstance(source, dict) else []:
+                        call.args_from.setdefault(int(src), []).append(str(arg))
+                        if src not in call.flows:
+                            call.flows.append(int(src))
             if ev.kind == Kind.TOOL_RESULT:
                 call.result = ev.seq
 
@@ -177,7 +184,9 @@ class Graph:
                 out[call.decision] = self._node(call.decision, f"decided {call.call_id}")
             for src in call.flows:
                 if src not in out and src in self.events:
-                    out[src] = self._node(src, f"its output flowed into {call.call_id}")
+                    fed = call.args_from.get(src)
+                    into = f" (untrusted, into {', '.join(fed)})" if fed else ""
+                    out[src] = self._node(src, f"its output flowed into {call.call_id}{into}")
                     todo.append(src)
         return [out[s] for s in sorted(out)]
 
