@@ -9,6 +9,8 @@ import pytest
 from stead.sandbox.bwrap import BwrapSandbox
 from stead.sandbox.select import probe
 
+from .needs import missing
+
 CHAOS = os.path.join("tests", "chaos", "")
 
 
@@ -23,8 +25,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def bwrap() -> BwrapSandbox:
     """The machine's bubblewrap sandbox. CI must have one; elsewhere, skip and say why."""
     found, why = probe()
-    if found is None and os.environ.get("CI") == "true":
-        pytest.fail(f"CI must be able to sandbox: {why}")
     if found is None:
-        pytest.skip(f"no sandbox on this machine: {why}")
+        missing(f"no sandbox on this machine: {why}", "be able to sandbox")
     return found

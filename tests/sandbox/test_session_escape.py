@@ -9,7 +9,6 @@ command's background process lived on beside the host-side file tools.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 import uuid
@@ -17,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.needs import missing
 
 from stead.sandbox.base import Limits
 from stead.sandbox.bwrap import BwrapSandbox
@@ -39,9 +39,7 @@ def session(bwrap: BwrapSandbox, workspace: Path) -> Iterator[SandboxSession]:
     if not Path("/usr/bin/python3").exists():
         # the sandbox shows the host's /usr, so the attack needs the system python3
         why = "the attack is a python3 script run inside the sandbox; no /usr/bin/python3"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must replay the sandbox escape: {why}")
-        pytest.skip(why)
+        missing(why, "replay the sandbox escape")
     s = SandboxSession(bwrap, workspace)
     yield s
     s.close()
