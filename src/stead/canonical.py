@@ -34,3 +34,22 @@ def digest(value: Any) -> str:
 def loads(text: str | bytes) -> Any:
     """Parse JSON text."""
     return json.loads(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """Parse JSON from outside (a model's answer, a recording), refusing NaN,
+    infinities and numbers too large for a float, which :func:`dumps` could not
+    write back: hostile input never reaches the journal in a form it cannot hold.
+    Deep nesting raises RecursionError (the caller's to catch)."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 _URL = re.compile(r"\bhttps?://[^\s\"'<>()\[\]{}]+", re.IGNORECASE)
@@ -43,16 +44,17 @@ LINE_CHARS = 40
 _TRAILING = ".,;:!?"
 
 
-def _strings(value: Any) -> Iterator[str]:
+def texts(value: Any, numbers: bool = False) -> Iterator[str]:
+    """Every string in JSON data (and, with ``numbers``, each number's text)."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
         for v in value.values():
-            yield from _strings(v)
+            yield from texts(v, numbers)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _strings(v)
-    elif isinstance(value, int | float) and not isinstance(value, bool):
+            yield from texts(v, numbers)
+    elif numbers and isinstance(value, int | float) and not isinstance(value, bool):
         yield repr(value)
 
 
@@ -66,35 +68,51 @@ def _url(raw: str) -> tuple[str, str]:
 def values(value: Any) -> set[str]:
     """The normalized values in ``value`` (text, or JSON data) worth following."""
     found: set[str] = set()
-    for text in _strings(value):
-        for m in _URL.finditer(text):
-            url, host = _url(m.group())
-            found |= {url, host}
-            path = url.partition("://")[2].partition("/")[2]
-            if len(path) + 1 >= PATH_CHARS:  # its path and query, wherever it is put
-                found.add("/" + path)
-        for m in _BARE_PATH.finditer(text):
-            path = m.group(1).rstrip(_TRAILING)
-            if len(path) >= PATH_CHARS:
-                found.add(path)
-        found |= {m.group().lower() for m in _EMAIL.finditer(text)}
-        # a bare host name needs two dots: one is as often a file's name (notes.txt)
-        found |= {h for m in _HOST.finditer(text) if (h := m.group().lower()).count(".") >= 2}
-        for m in _TOKEN.finditer(text):
-            token = m.group()
-            if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):
-                found.add(token.lower())
-        for m in _LONG_NUMBER.finditer(text):
-            digits = re.sub(r"[ \-]", "", m.group())
-            if sum(c.isdigit() for c in digits) >= 5:
-                found.add(digits)
-        for m in _AMOUNT.finditer(text):
-            amount = m.group().replace(",", "").rstrip("0").rstrip(".")
-            if sum(c.isdigit() for c in amount) >= 3:  # 98.70, not 2.0
-                found.add(amount)
-        found |= {m.group() for m in _DATE.finditer(text)}
-        for line in text.splitlines():
-            squeezed = " ".join(line.split()).lower()
-            if len(squeezed) >= LINE_CHARS:
-                found.add(squeezed)
+    for text in texts(value, numbers=True):
+        # a short string is looked at again at each check of a step (a call's
+        # arguments, the results they are matched with): its values are cached
+        found |= _cached(text) if len(text) <= CACHED_CHARS else _of_text(text)
     return found
+
+
+CACHED_CHARS = 4096
+"""Strings up to this long have their values cached (4096 of them at most)."""
+
+
+def _of_text(text: str) -> frozenset[str]:
+    """The values of one string."""
+    found: set[str] = set()
+    for m in _URL.finditer(text):
+        url, host = _url(m.group())
+        found |= {url, host}
+        path = url.partition("://")[2].partition("/")[2]
+        if len(path) + 1 >= PATH_CHARS:  # its path and query, wherever it is put
+            found.add("/" + path)
+    for m in _BARE_PATH.finditer(text):
+        path = m.group(1).rstrip(_TRAILING)
+        if len(path) >= PATH_CHARS:
+            found.add(path)
+    found |= {m.group().lower() for m in _EMAIL.finditer(text)}
+    # a bare host name needs two dots: one is as often a file's name (notes.txt)
+    found |= {h for m in _HOST.finditer(text) if (h := m.group().lower()).count(".") >= 2}
+    for m in _TOKEN.finditer(text):
+        token = m.group()
+        if any(c.isdigit() for c in token) and any(c.isalpha() for c in token):
+            found.add(token.lower())
+    for m in _LONG_NUMBER.finditer(text):
+        digits = re.sub(r"[ \-]", "", m.group())
+        if sum(c.isdigit() for c in digits) >= 5:
+            found.add(digits)
+    for m in _AMOUNT.finditer(text):
+        amount = m.group().replace(",", "").rstrip("0").rstrip(".")
+        if sum(c.isdigit() for c in amount) >= 3:  # 98.70, not 2.0
+            found.add(amount)
+    found |= {m.group() for m in _DATE.finditer(text)}
+    for line in text.splitlines():
+        squeezed = " ".join(line.split()).lower()
+        if len(squeezed) >= LINE_CHARS:
+            found.add(squeezed)
+    return frozenset(found)
+
+
+_cached = lru_cache(maxsize=4096)(_of_text)

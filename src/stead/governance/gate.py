@@ -203,23 +203,17 @@ def judge(
         needs.append(f"autonomy is act_with_approval for {tool}")
     if not needs:
         return Verdict("allow", IN_SCOPE, level, version, grant, policy_reasons=policy_reasons)
-    wanted = args_hash(args)
-    lapsed: list[tuple[str, str]] = []
-    for aid, a in sorted(state.approvals.items()):
-        if a["call_id"] != call_id or a["status"] != "granted":
-            continue
-        problem = _approval_problem(a, tool, wanted, version, now)
-        if problem is None:
-            return Verdict(
-                "allow",
-                f"approved by {a.get('by')} ({'; '.join(needs)})",
-                level,
-                version,
-                grant,
-                approval=aid,
-                policy_reasons=policy_reasons,
-            )
-        lapsed.append((aid, problem))
+    aid, lapsed = _approvals(state, call_id, tool, args, version, now)
+    if aid is not None:
+        return Verdict(
+            "allow",
+            f"approved by {state.approvals[aid].get('by')} ({'; '.join(needs)})",
+            level,
+            version,
+            grant,
+            approval=aid,
+            policy_reasons=policy_reasons,
+        )
     return Verdict(
         "ask",
         "; ".join(needs),
@@ -236,12 +230,23 @@ def granted_approval(
 ) -> str | None:
     """The id of a person's approval, still good, for exactly this call; else None
     (for a call a monitor asks about, where the gate itself needed none)."""
+    return _approvals(state, call_id, tool, args, version, now)[0]
+
+
+def _approvals(
+    state: State, call_id: str, tool: str, args: Mapping[str, Any], version: int, now: float
+) -> tuple[str | None, list[tuple[str, str]]]:
+    """The granted approval that still covers this call, and why the others lapsed."""
     wanted = args_hash(args)
+    lapsed: list[tuple[str, str]] = []
     for aid, a in sorted(state.approvals.items()):
-        mine = a["call_id"] == call_id and a["status"] == "granted"
-        if mine and _approval_problem(a, tool, wanted, version, now) is None:
-            return aid
-    return None
+        if a["call_id"] != call_id or a["status"] != "granted":
+            continue
+        problem = _approval_problem(a, tool, wanted, version, now)
+        if problem is None:
+            return aid, lapsed
+        lapsed.append((aid, problem))
+    return None, lapsed
 
 
 def _approval_problem(

@@ -13,7 +13,7 @@ from typing import Any
 from ..canonical import dumps
 from ..journal import Event, Kind
 from ..state import TAINTED_KEPT
-from ..values import values
+from ..values import texts, values
 from .monitors import MIN_FLOW_CHARS, Call, Rule, Violation
 
 
@@ -154,13 +154,8 @@ class DataFlow(Rule):
 
 
 def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        for part in value.replace("[secret:", "\n").split("\n"):
+    """The lines of ``value`` long enough to trace, cut at each redacted secret."""
+    for text in texts(value):
+        for part in text.replace("[secret:", "\n").split("\n"):
             if len(part.strip()) >= MIN_FLOW_CHARS:
                 yield part.strip()
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _strings(v)

@@ -4,9 +4,12 @@ Every decision records which tool results its context showed
 (``context_events``: their sequence numbers), and every call records the
 decision it came from and which earlier results flowed into its arguments
 (``provenance``: ``{"decision": SEQ, "flows_from": [SEQ, ...]}``, on its intent,
-or on its result when it has none). A result flows into a call when a piece of
-its output (a line or value of at least :data:`MIN_FLOW_CHARS` characters)
-appears in the call's arguments.
+or on its result when it has none). A result flows into a call when a line of
+its whole output (at least :data:`MIN_FLOW_CHARS` characters) appears in the
+call's arguments, or they share a value (:mod:`stead.values`). Where data flow
+is watched, the intent also names each argument's source (``args``) and whether
+an untrusted result was in view (``influenced``); :meth:`Graph.lineage` names
+the arguments an untrusted result fed.
 
 From those edges :func:`lineage` walks back from an event to everything it came
 from, and :func:`impact` walks forward from a result to everything downstream
@@ -22,24 +25,18 @@ from typing import Any
 from ..canonical import dumps
 from ..journal import Event, Kind
 from ..store.base import Store
-from ..values import values
+from ..values import texts, values
 
 MIN_FLOW_CHARS = 8
 
 
 def pieces(value: Any) -> Iterable[str]:
     """The lines and values of ``value`` long enough to be traced."""
-    if isinstance(value, str):
-        for line in value.splitlines() or [value]:
+    for text in texts(value):
+        for line in text.splitlines() or [text]:
             line = line.strip()
             if len(line) >= MIN_FLOW_CHARS:
                 yield line
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from pieces(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from pieces(v)
 
 
 def journaled_output(store: Store, agent_id: str, seq: int) -> Any:
@@ -62,26 +59,29 @@ class FlowTracer:
 
     def __init__(self, load: Callable[[int], Any] | None = None) -> None:
         self._seen: dict[int, tuple[str, list[str], set[str]]] = {}
+        self._outputs: dict[int, Any] = {}  # whole outputs emitted, not yet looked at
         self._load = load
 
     def observe(self, ev: Event) -> None:
-        """Remember a result's whole output as it is emitted."""
+        """Keep a result's whole output as it is emitted; it is read only when a later
+        call is checked against it, so a step that makes no call pays nothing here."""
         if ev.kind == Kind.TOOL_RESULT and ev.data.get("ok"):
-            self._remember(ev.seq, ev.data.get("output"))
-
-    def _remember(self, seq: int, out: Any) -> tuple[str, list[str], set[str]]:
-        if len(self._seen) > 200:
-            self._seen.clear()
-        text = out if isinstance(out, str) else dumps(out)
-        found = self._seen[seq] = (text, list(pieces(out)), values(out))
-        return found
+            if len(self._outputs) > 200:
+                self._outputs.clear()
+            self._outputs[ev.seq] = ev.data.get("output")
 
     def _of(self, call: Mapping[str, Any]) -> tuple[str, list[str], set[str]]:
         seq = int(call["seq"])
         found = self._seen.get(seq)
         if found is None:
-            out = self._load(seq) if self._load is not None else call.get("output")
-            found = self._remember(seq, out)
+            if seq in self._outputs:
+                out = self._outputs.pop(seq)
+            else:
+                out = self._load(seq) if self._load is not None else call.get("output")
+            if len(self._seen) > 200:
+                self._seen.clear()
+            text = out if isinstance(out, str) else dumps(out)
+            found = self._seen[seq] = (text, list(pieces(out)), values(out))
         return found
 
     def flows_from(

@@ -24,9 +24,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from ..canonical import strict_loads
 from ..errors import InvalidAnswer, ModelError, ScriptError, SpecError
 from .base import RenderedContext, parse_action
-from .http import strict_json
 
 _TEXT = {"type": "string"}
 ACTION_TOOLS: dict[str, dict[str, Any]] = {
@@ -177,7 +177,7 @@ def offered_tools(context: RenderedContext) -> list[ToolSpec]:
 
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
-        args = strict_json(call.arguments or "{}")
+        args = strict_loads(call.arguments or "{}")
     except (ValueError, RecursionError) as exc:
         why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "nested too deep"
         raise InvalidAnswer(

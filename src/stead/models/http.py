@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from ..canonical import strict_loads
 from ..errors import ContextTooLong, ModelAuthError, ModelError
 
 MAX_WAIT_SECONDS = 60.0
@@ -169,27 +170,9 @@ def _json(response: httpx.Response, service: str) -> Any:
     if len(response.content) > MAX_ANSWER_BYTES:
         raise ModelError(f"{service} sent an answer of {len(response.content)} bytes; refused")
     try:
-        return strict_json(response.content)
+        return strict_loads(response.content)
     except (ValueError, RecursionError):
         raise ModelError(
             f"{service} answered with something that is not JSON (or holds a number that "
             f"is not finite): {_words(response)[:200]}"
         ) from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text} is not a finite number")
-    return value
-
-
-def strict_json(data: str | bytes) -> Any:
-    """JSON as a model service may send it, refusing NaN, infinities and numbers too
-    large for a float: a model's answer is hostile input, and the journal holds
-    only finite numbers. Deep nesting raises RecursionError (the caller's to catch)."""
-    return json.loads(data, parse_constant=_no_constant, parse_float=_finite)

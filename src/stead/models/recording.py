@@ -31,9 +31,9 @@ from typing import Any
 
 import httpx
 
+from ..canonical import strict_loads
 from ..errors import ModelError, SpecError
 from ..redaction import Redactor
-from .http import strict_json
 from .options import ModelOptions, parse_model
 
 FORMAT = "stead-model-recording/1"
@@ -87,8 +87,8 @@ def read_recording(path: Path) -> tuple[ModelOptions, list[dict[str, Any]]]:
         if path.stat().st_size > MAX_RECORDING_BYTES:
             raise SpecError(f"recording {path} is larger than {MAX_RECORDING_BYTES} bytes")
         lines = path.read_text(encoding="utf-8").splitlines()
-        header = strict_json(lines[0]) if lines else {}
-        exchanges = [strict_json(line) for line in lines[1:] if line.strip()]
+        header = strict_loads(lines[0]) if lines else {}
+        exchanges = [strict_loads(line) for line in lines[1:] if line.strip()]
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise SpecError(f"cannot read the model recording {path}: {exc}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
