@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from stead import FakeClock, Kind, Runtime
-from stead.tools.base import as_tool, tool
+from stead.tools.base import Tool, as_tool, tool
 
 from ..governance.agents import make_agent, runtime_at
 
@@ -36,6 +36,15 @@ TOOLS = {t.__name__: as_tool(t) for t in (list_transactions, pay)}
 MONITORS = {"dataflow": {"untrusted": ["list_transactions"], "outbound": ["pay"], "verdict": "ask"}}
 
 
+def ran(
+    tmp_path: Path, script: list[Any], tools: dict[str, Tool] = TOOLS
+) -> tuple[Runtime, str, Any]:
+    """A runtime, the refund agent with ``script``, and the state its first run left."""
+    rt = runtime_at(tmp_path, FakeClock())
+    agent_id = agent(rt, tmp_path, script)
+    return rt, agent_id, rt.run(agent_id, tools=tools).state
+
+
 def agent(rt: Runtime, tmp_path: Path, script: list[Any]) -> str:
     PAYMENTS.clear()
     return make_agent(
@@ -52,9 +61,7 @@ def test_a_value_the_user_gave_flows_though_untrusted_data_also_holds_it(
     tmp_path: Path,
 ) -> None:
     """Line matching used to block this refund: the account is in the statement too."""
-    rt = runtime_at(tmp_path, FakeClock())
-    agent_id = agent(
-        rt,
+    rt, agent_id, state = ran(
         tmp_path,
         [
             {"tool": "list_transactions"},
@@ -62,7 +69,6 @@ def test_a_value_the_user_gave_flows_though_untrusted_data_also_holds_it(
             {"finish": "refunded"},
         ],
     )
-    state = rt.run(agent_id, tools=TOOLS).state
     assert state.status == "completed", state.status_reason
     assert PAYMENTS == [{"to": OURS, "amount": 98.70}]
     assert not [e for e in rt.store.read_events(agent_id) if e.kind == Kind.APPROVAL_REQUESTED]
@@ -70,9 +76,7 @@ def test_a_value_the_user_gave_flows_though_untrusted_data_also_holds_it(
 
 
 def test_a_value_only_the_untrusted_data_gave_waits_for_a_person(tmp_path: Path) -> None:
-    rt = runtime_at(tmp_path, FakeClock())
-    agent_id = agent(
-        rt,
+    rt, agent_id, state = ran(
         tmp_path,
         [
             {"tool": "list_transactions"},
@@ -80,7 +84,6 @@ def test_a_value_only_the_untrusted_data_gave_waits_for_a_person(tmp_path: Path)
             {"finish": "done"},
         ],
     )
-    state = rt.run(agent_id, tools=TOOLS).state
     assert state.status == "waiting" and state.waiting_for == "approval"
     assert PAYMENTS == []  # nothing ran
     ((_, pending),) = rt.pending_approvals()
@@ -94,9 +97,7 @@ def test_a_value_only_the_untrusted_data_gave_waits_for_a_person(tmp_path: Path)
 
 
 def test_a_flow_a_person_approves_runs_once(tmp_path: Path) -> None:
-    rt = runtime_at(tmp_path, FakeClock())
-    agent_id = agent(
-        rt,
+    rt, agent_id, _ = ran(
         tmp_path,
         [
             {"tool": "list_transactions"},
@@ -104,7 +105,6 @@ def test_a_flow_a_person_approves_runs_once(tmp_path: Path) -> None:
             {"finish": "done"},
         ],
     )
-    rt.run(agent_id, tools=TOOLS)
     ((_, pending),) = rt.pending_approvals()
     rt.approve(pending["approval_id"])
     assert rt.run(agent_id, tools=TOOLS).state.status == "completed"
@@ -137,9 +137,7 @@ def test_a_value_in_a_persons_message_is_trusted_after_a_restart(tmp_path: Path)
 
 
 def test_each_arguments_source_is_journaled_with_the_call(tmp_path: Path) -> None:
-    rt = runtime_at(tmp_path, FakeClock())
-    agent_id = agent(
-        rt,
+    rt, agent_id, _ = ran(
         tmp_path,
         [
             {"tool": "list_transactions"},
@@ -147,7 +145,6 @@ def test_each_arguments_source_is_journaled_with_the_call(tmp_path: Path) -> Non
             {"finish": "refunded"},
         ],
     )
-    rt.run(agent_id, tools=TOOLS)
     (intent,) = [e for e in rt.store.read_events(agent_id) if e.kind == Kind.TOOL_INTENT]
     sources = intent.data["provenance"]["args"]
     assert sources["to"] == {"source": "trusted"}  # the user's own account
