@@ -166,7 +166,15 @@ def _goal_signed_off(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.goals = [{**g, "signed_off_by": d["by"]} if g["id"] == d["id"] else g for g in s.goals]
 
 
+def use_answer_approval(s: State, d: Mapping[str, Any]) -> None:
+    """Consume the approval under which a person saw a finish summary first (if any)."""
+    aid = (d.get("provenance") or {}).get("approval")
+    if aid:
+        s.approvals = {a: v for a, v in s.approvals.items() if a != aid}
+
+
 def _finish_rejected(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    use_answer_approval(s, d)
     _notice(s, "finish was not accepted: " + "; ".join(d["reasons"]))
     s.inflight = advance(s.inflight, d)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .canonical import dumps
-from .folds import KIND_FOLDS, advance, back_to_wait, trust
+from .folds import KIND_FOLDS, advance, back_to_wait, trust, use_answer_approval
 from .journal import GENESIS_HASH, Event, Kind
 from .values import values
 
@@ -267,6 +267,7 @@ def apply_in_place(s: State, ev: Event) -> State:
         if s.status == "waiting" and s.waiting_for == "input":
             s.status, s.waiting_for, s.status_reason = "running", None, ""
     elif k == Kind.FINISH_CLAIMED:
+        use_answer_approval(s, d)
         s.finish = {"summary": d.get("summary", "")}
         s.status, s.status_reason = "completed", d.get("summary", "")
         s.inflight = advance(s.inflight, d)

@@ -172,7 +172,7 @@ def test_the_same_three_refusals_within_the_window_are_probing(tmp_path: Path) -
 
 # -- dataflow --------------------------------------------------------------------------
 
-DATAFLOW = {"dataflow": {"untrusted": ["fetch"], "outbound": ["post"]}}
+DATAFLOW = {"dataflow": {"untrusted": ["fetch"], "outbound": ["post"], "verdict": "block"}}
 
 
 @pytest.mark.parametrize(
@@ -244,7 +244,11 @@ def secret_agent(tmp_path: Path, source: str, **spec: Any) -> tuple[Runtime, str
             {"tool": "post", "args": {"text": f"please resume {fragment}"}},
             {"finish": "done"},
         ],
-        **{"scope": [{"tool": "*"}], "monitors": {"dataflow": {"outbound": ["post"]}}, **spec},
+        **{
+            "scope": [{"tool": "*"}],
+            "monitors": {"dataflow": {"outbound": ["post"], "verdict": "block"}},
+            **spec,
+        },
     )
     rt.vault().set("default", "TOKEN", SECRET, agent_id=agent, at=rt.clock.now())
     return rt, agent

@@ -178,6 +178,9 @@ def mail_and_send(events: list[Any]) -> tuple[int, Any]:
     return mail, sent
 
 
+NO_DATAFLOW = {"dataflow": {"off": True}}
+
+
 @pytest.mark.parametrize("restart", [False, True])
 def test_a_flow_from_far_into_a_long_result_is_traced(tmp_path: Path, restart: bool) -> None:
     """Provenance used to read the state's 800-character copy of each result."""
@@ -188,7 +191,8 @@ def test_a_flow_from_far_into_a_long_result_is_traced(tmp_path: Path, restart: b
     if restart:
         script.append({"wait_for_input": "go on?"})  # a new activation reads it back
     script += [{"tool": "send", "args": {"text": LINK}}, {"finish": "done"}]
-    agent = make_agent(rt, tmp_path, script, scope=[{"tool": "*"}])
+    # provenance of a call that runs: the default data-flow rule would ask first
+    agent = make_agent(rt, tmp_path, script, scope=[{"tool": "*"}], monitors=NO_DATAFLOW)
     rt.run(agent, tools=tools)
     if restart:
         rt.close()
@@ -217,7 +221,8 @@ def test_a_link_rewritten_into_a_new_sentence_is_traced(tmp_path: Path) -> None:
         },
         {"finish": "done"},
     ]
-    agent = make_agent(rt, tmp_path, script, scope=[{"tool": "*"}])
+    # provenance of a call that runs: the default data-flow rule would ask first
+    agent = make_agent(rt, tmp_path, script, scope=[{"tool": "*"}], monitors=NO_DATAFLOW)
     rt.run(agent, tools=tools)
     events = list(rt.store.read_events(agent))
     mail = next(

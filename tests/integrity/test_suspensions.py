@@ -116,7 +116,9 @@ def test_untrusted_data_is_still_traced_after_a_restart_long_after_it_arrived(
         {"finish": "x"},
     ]
     rt, agent = start(
-        tmp_path, script, {"dataflow": {"outbound": ["post"], "untrusted": ["fetch"]}}
+        tmp_path,
+        script,
+        {"dataflow": {"outbound": ["post"], "untrusted": ["fetch"], "verdict": "block"}},
     )
     rt.run(agent, tools=TOOLS, max_steps=31)
     (fetched,) = [

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..clock import iso
 from ..errors import SecretError
@@ -168,11 +169,22 @@ def _summary(ev: Event) -> str:
         return ", ".join(sorted(d.get("values", {})))
     if ev.kind in ("goal_pushed", "goal_completed"):
         return str(d.get("id"))
-    if ev.kind in ("finish_claimed",):
-        return str(d.get("summary", ""))
+    if ev.kind == "finish_claimed":
+        return str(d.get("summary", "")) + _answer_mark(d)
     if ev.kind in ("input_received", "input_requested"):
-        return str(d.get("text", d.get("prompt", "")))
+        return str(d.get("text", d.get("prompt", ""))) + _answer_mark(d)
     return _governance_summary(ev.kind, d)
+
+
+def _answer_mark(d: Mapping[str, Any]) -> str:
+    """What a trace line says of an answer to a person that repeats untrusted text."""
+    seen = d.get("provenance") or {}
+    marks = []
+    if seen.get("source") == "untrusted":
+        marks.append(f"repeats untrusted text from event {', '.join(map(str, seen['from']))}")
+    if seen.get("approval"):
+        marks.append(f"a person saw it first ({seen['approval']})")
+    return f"  [{'; '.join(marks)}]" if marks else ""
 
 
 def _verdict(v: Mapping[str, Any]) -> str:
@@ -223,7 +235,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
             return EXIT_COMPLETED
         table = Table("seq", "time", "kind", "detail", box=None)
         for ev in events:
-            table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, _summary(ev))
+            # Text, not markup: a detail's brackets ([secret:NAME]) are shown as they are
+            table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, Text(_summary(ev)))
         out.print(table)
     return EXIT_COMPLETED
 

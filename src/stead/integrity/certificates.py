@@ -60,6 +60,9 @@ def certifier_for(rt: RuntimePort) -> Certifier:
             "goals": body["goals"],
             "public_key": state.public_key,
         }
+        if body.get("provenance"):
+            # where the summary came from: an answer repeating untrusted text says so
+            certificate["summary_provenance"] = body["provenance"]
         return sign(private, certificate)
 
     return certify

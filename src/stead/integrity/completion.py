@@ -142,8 +142,14 @@ class Verifier:
                 Kind.GOAL_REJECTED, action=index, id=goal_id, reasons=reasons, evidence=evidence
             )
 
-    def finish(self, index: int, summary: str) -> None:
+    def finish(self, index: int, summary: str, provenance: Mapping[str, Any] | None = None) -> None:
+        """Accept a finish claim if it is true now; else reject it, saying why.
+
+        ``provenance`` (from the data-flow rule) says where the summary came from;
+        it is journaled with the claim and sealed into the certificate.
+        """
         act = self.act
+        seen = {"provenance": dict(provenance)} if provenance else {}
         state = act.state
         reasons: list[str] = []
         proof: list[dict[str, Any]] = []
@@ -170,14 +176,15 @@ class Verifier:
             f"violation {vid} of monitor {v['rule']} is open" for vid, v in state.violations.items()
         ]
         if reasons:
-            act.emit(Kind.FINISH_REJECTED, action=index, summary=summary, reasons=reasons)
+            act.emit(Kind.FINISH_REJECTED, action=index, summary=summary, reasons=reasons, **seen)
             return
-        claimed = act.emit(Kind.FINISH_CLAIMED, action=index, summary=summary, goals=proof)
+        claimed = act.emit(Kind.FINISH_CLAIMED, action=index, summary=summary, goals=proof, **seen)
         # from the event as journaled: redacted, so the certificate holds no secret
         body = {
             "summary": claimed.data["summary"],
             "goals": claimed.data["goals"],
             "finish": claimed,
+            "provenance": claimed.data.get("provenance"),
         }
         certificate = self.certify(act, body) if self.certify else None
         if certificate is not None:

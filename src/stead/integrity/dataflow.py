@@ -16,6 +16,9 @@ from ..state import TAINTED_KEPT
 from ..values import texts, values
 from .monitors import MIN_FLOW_CHARS, Call, Rule, Violation
 
+Entry = tuple[int, set[str], set[str]]
+"""A result that must not flow out: its seq, its long strings, its values."""
+
 
 class DataFlow(Rule):
     """Text or values from a secret-bearing or untrusted result in an outbound call.
@@ -25,33 +28,79 @@ class DataFlow(Rule):
     person approved. A value found both there and in untrusted data is the
     person's, so it flows freely; anything else from untrusted data does not,
     unless a person approves the call (``verdict`` ``ask``, or ``block``).
+
+    ``untrusted`` names tools (or fnmatch patterns) whose results are
+    third-party text, whole, or one field of them (``read_mail.body``: the
+    values under ``body`` keys, wherever they are in the result). ``influence``
+    also covers what copies nothing: an outbound call decided while an
+    untrusted result was in the model's view, with an argument holding a value
+    no person gave (the agent may have been steered into choosing it).
     """
 
     name = "dataflow"
     kinds = frozenset({Kind.TOOL_RESULT, Kind.INPUT_RECEIVED, Kind.APPROVAL_REQUESTED,
-                       Kind.APPROVAL_GRANTED})  # fmt: skip
+                       Kind.APPROVAL_GRANTED, Kind.DECISION,
+                       Kind.CONTEXT_COMPACTED})  # fmt: skip
 
     def __init__(
         self,
         untrusted: Iterable[str] = (),
         outbound: Iterable[str] = (),
-        verdict: str = "block",
+        verdict: str = "ask",
         trusted: Iterable[str] = (),
         trusted_tools: Iterable[str] = (),
         trusted_text: Iterable[str] = (),
+        influence: str | None = None,
+        answer: str = "mark",
     ) -> None:
-        # tool names or patterns (fnmatch) whose results are third-party text
-        self.untrusted = sorted(set(untrusted))
+        # tool patterns whose results are third-party text: None for the whole
+        # result, else the names of the fields that are
+        self.untrusted: dict[str, set[str] | None] = {}
+        for entry in sorted(set(untrusted)):
+            pattern, _, key = entry.partition(".")
+            if not key or self.untrusted.get(pattern, set()) is None:
+                self.untrusted[pattern] = None
+            else:
+                self.untrusted[pattern] = {*(self.untrusted.get(pattern) or set()), key}
         self.outbound = list(outbound)
         self.verdict = verdict
+        self.influence = influence
+        self.answer = answer
         self.trusted = set(trusted)
         # what a person wrote, whole (lowercased): a piece of it is theirs too
         self.trusted_text: list[str] = [t.lower() for t in trusted_text]
         # names or patterns of tools whose results are system data, though untrusted
         # also matches them ("everything is untrusted but these")
         self.trusted_tools = sorted(set(trusted_tools))
-        self.tainted: list[tuple[int, set[str], set[str]]] = []
+        self.tainted: list[Entry] = []
         self._asked: dict[str, set[str]] = {}  # approval id -> its call's values
+        self._in_view: set[int] = set()  # the results the latest decision's context showed
+        self._through = 0  # the latest compaction folded the events up to here
+
+    def fields_of(self, tool: str) -> set[str] | None:
+        """Which of ``tool``'s results are untrusted: all (None), or the fields named
+        (none: an empty set)."""
+        if any(fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools):
+            return set()
+        found: set[str] = set()
+        for pattern, keys in self.untrusted.items():
+            if fnmatch.fnmatchcase(tool, pattern):
+                if keys is None:
+                    return None
+                found |= keys
+        return found
+
+    def _untrusted_part(self, data: Mapping[str, Any]) -> Any:
+        """What of a result (its event data) must not flow out, or None."""
+        if not data.get("ok"):
+            return None
+        output = data.get("output")
+        keys = self.fields_of(str(data["tool"]))
+        if "[secret:" in dumps(output):
+            return output  # a secret-bearing result, whatever its fields
+        if keys is None:
+            return output
+        return list(_under(output, keys)) if keys else None
 
     def taints(self, data: Mapping[str, Any]) -> bool:
         """Whether a tool result (its event data) holds text that must not flow out.
@@ -59,25 +108,21 @@ class DataFlow(Rule):
         Only a result with some text long enough to trace counts: one that
         holds none is not remembered, so it never pushes out one that does.
         """
-        if not data.get("ok"):
-            return False
-        output = data.get("output")
-        tool = str(data["tool"])
-        untrusted = any(fnmatch.fnmatchcase(tool, p) for p in self.untrusted) and not any(
-            fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools
-        )
-        if not untrusted and "[secret:" not in dumps(output):
-            return False
-        return any(True for _ in _strings(output))
+        part = self._untrusted_part(data)
+        return part is not None and (any(True for _ in _strings(part)) or bool(values(part)))
 
-    def _entry(self, ev: Event) -> tuple[int, set[str], set[str]]:
-        output = ev.data.get("output")
-        return ev.seq, set(_strings(output)), values(output)
+    def _entry(self, ev: Event) -> Entry:
+        part = self._untrusted_part(ev.data)
+        return ev.seq, set(_strings(part)), values(part)
 
     def observe(self, ev: Event) -> Violation | None:
         d = ev.data
         if ev.kind == Kind.TOOL_RESULT and self.taints(d):
             self.tainted = [*self.tainted, self._entry(ev)][-TAINTED_KEPT:]
+        elif ev.kind == Kind.DECISION:
+            self._in_view = {int(s) for s in d.get("context_events") or []}
+        elif ev.kind == Kind.CONTEXT_COMPACTED:
+            self._through = int(d.get("through") or 0)
         elif ev.kind == Kind.INPUT_RECEIVED:
             self.trusted |= values(d.get("text"))
             self.trusted_text.append(str(d.get("text") or "").lower())
@@ -95,6 +140,18 @@ class DataFlow(Rule):
         self.tainted = [*older, *self.tainted][-TAINTED_KEPT:]
         self.trusted |= set(trusted)
 
+    def compacted(self, through: int) -> None:
+        """The journal is folded into a summary up to ``through`` (at least)."""
+        self._through = max(self._through, through)
+
+    def influenced(self) -> tuple[int, ...]:
+        """The untrusted results in the model's view when it made the latest decision:
+        those its context showed, and any newer than the latest compaction (a
+        conversation shows every turn since)."""
+        return tuple(
+            seq for seq, _, _ in self.tainted if seq in self._in_view or seq > self._through
+        )
+
     def _own(self, text: str) -> bool:
         """Whether ``text`` is what a person gave: all its values are trusted, or a
         person wrote it word for word."""
@@ -104,20 +161,24 @@ class DataFlow(Rule):
         lowered = text.strip().lower()
         return any(lowered in written for written in self.trusted_text)
 
+    def _from(self, value: Any) -> list[int]:
+        """The tainted results whose values or text ``value`` holds (and no person gave)."""
+        text = dumps(value)
+        parts, found = set(_strings(value)), values(value)
+        return [
+            seq
+            for seq, strings, tainted in self.tainted
+            if (tainted & found) - self.trusted
+            or any(s in text and not self._own(s) for s in strings)
+            or any(p in s and not self._own(p) for p in parts for s in strings)
+        ]
+
     def sources(self, args: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Where each argument's values came from: ``untrusted`` (the results named in
         ``from``), ``trusted`` (all of them a person gave), or ``model`` (neither)."""
         out: dict[str, dict[str, Any]] = {}
         for name, value in args.items():
-            text = dumps(value)
-            parts, found = set(_strings(value)), values(value)
-            seqs = [
-                seq
-                for seq, strings, tainted in self.tainted
-                if (tainted & found) - self.trusted
-                or any(s in text and not self._own(s) for s in strings)
-                or any(p in s and not self._own(p) for p in parts for s in strings)
-            ]
+            seqs, found = self._from(value), values(value)
             if seqs:
                 out[str(name)] = {"source": "untrusted", "from": seqs}
             elif found and found <= self.trusted:
@@ -129,28 +190,55 @@ class DataFlow(Rule):
     def check(self, call: Call) -> Violation | None:
         if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
             return None
-        sent = dumps(call.args)
-        parts = set(_strings(call.args))
-        sent_values = values(call.args)
-
-        def flows(strings: set[str], found: set[str]) -> bool:
-            if (found & sent_values) - self.trusted:
-                return True  # a value of the untrusted data, not also the person's
-            # a tainted string inside the arguments, or an argument cut from one
-            return any(s in sent and not self._own(s) for s in strings) or any(
-                p in s and not self._own(p) for p in parts for s in strings
-            )
-
-        sources = tuple(seq for seq, strings, found in self.tainted if flows(strings, found))
+        sources = sorted({seq for value in call.args.values() for seq in self._from(value)})
         if sources:
             return Violation(
                 self.name,
                 self.verdict,
                 f"{call.tool} would send data that came from a secret-bearing or untrusted "
                 f"result (event {', '.join(map(str, sources))}) without an approval",
-                sources,
+                tuple(sources),
+            )
+        seen = self.influenced()
+        if self.influence is None or not seen:
+            return None
+        chosen = sorted(str(name) for name, value in call.args.items() if _chosen(value, self))
+        if chosen:
+            return Violation(
+                self.name,
+                self.influence,
+                f"{call.tool} was decided while untrusted text (event "
+                f"{', '.join(map(str, seen))}) was in the model's view, and its "
+                f"{', '.join(chosen)} hold{'s' if len(chosen) == 1 else ''} values no person "
+                "gave: the text may have steered the choice",
+                seen,
             )
         return None
+
+    def answer_sources(self, text: str) -> dict[str, Any]:
+        """Where an answer to a person (a finish summary, a question) came from:
+        ``untrusted`` with the results it repeats, else ``model``."""
+        seqs = self._from(text)
+        return {"source": "untrusted", "from": seqs} if seqs else {"source": "model"}
+
+
+def _chosen(value: Any, rule: DataFlow) -> bool:
+    """Whether ``value`` holds a value no person gave that someone chose: an address,
+    a link, an identifier, a number (not prose, which the model writes itself)."""
+    return any(" " not in v for v in values(value) - rule.trusted)
+
+
+def _under(value: Any, keys: set[str]) -> Iterable[Any]:
+    """The values under any of ``keys``, at any depth of JSON data."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if k in keys:
+                yield v
+            else:
+                yield from _under(v, keys)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _under(v, keys)
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -33,7 +33,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "loop": ("repeat",),
     "error_streak": ("errors",),
     "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
-    "dataflow": ("outbound", "untrusted", "trusted", "verdict"),
+    "dataflow": ("outbound", "untrusted", "trusted", "verdict", "influence", "answer"),
     "probing": ("refusals", "window"),
     "drift": (
         "baseline_sessions",
@@ -52,6 +52,9 @@ def build_monitors(
     *,
     secret_tools: Iterable[str] = (),
     untrusted_tools: Iterable[str] = (),
+    trusted_tools: Iterable[str] = (),
+    read_tools: Iterable[str] = (),
+    acting_tools: Iterable[str] = (),
     load: Callable[[str], Any] | None = None,
     tool_names: Iterable[str] | None = None,
     trusted: Iterable[str] = (),
@@ -59,7 +62,12 @@ def build_monitors(
 ) -> MonitorSet:
     """The rules a spec's ``monitors:`` section asks for (built-ins on by default).
 
-    With ``tool_names`` (when a spec is checked before an agent is made), every
+    The data-flow rule is on by default too, as :data:`DATAFLOW_DEFAULTS` says:
+    the results of ``read_tools`` are untrusted (a read brings in what others
+    wrote; an action's result is the system's receipt for it), but not those
+    of ``trusted_tools`` (tools that declare their results system data); the
+    ``acting_tools`` are outbound; and a flow or an influenced choice asks a
+    person. With ``tool_names`` (when a spec is checked before an agent is made), every
     name or pattern in ``dataflow``'s ``outbound`` and ``untrusted`` must match
     one of them: one that matches nothing would watch nothing, silently.
     """
@@ -79,6 +87,9 @@ def build_monitors(
     rules: list[Rule] = []
     for name in BUILT_IN:
         params = config.get(name) or {}
+        if name == "dataflow" and isinstance(params, Mapping):
+            defaults = {"untrusted": sorted(read_tools), "outbound": sorted(acting_tools)}
+            params = {**DATAFLOW_DEFAULTS, **defaults, **params}
         if not isinstance(params, Mapping):
             raise MonitorConfigError(f"monitors.{name} must be a mapping of its settings")
         off = params.get("off", False)
@@ -98,18 +109,21 @@ def build_monitors(
             continue  # no limit set: nothing to count
         if name == "dataflow":
             if tool_names is not None:
-                _match_tools(params, sorted(tool_names))
+                _match_tools(config.get(name) or {}, sorted(tool_names))
             if not params.get("outbound"):
                 continue  # nothing is outbound: no flow to watch
             rules.append(
                 DataFlow(
                     # what the spec lists ("*": everything) and what tools declare
-                    {*params.get("untrusted", []), *untrusted_tools, *secret_tools},
+                    {*(params.get("untrusted") or []), *untrusted_tools, *secret_tools},
                     params["outbound"],
-                    params.get("verdict") or "block",
+                    params.get("verdict") or "ask",
                     trusted,  # the values the spec's author gave: their instructions, goals
-                    params.get("trusted") or (),  # tools whose results are system data
+                    # tools whose results are system data: the spec's and the declared
+                    {*(params.get("trusted") or ()), *trusted_tools},
                     trusted_text,
+                    None if params.get("influence") == "off" else params.get("influence"),
+                    params.get("answer") or "mark",
                 )
             )
             continue
@@ -124,17 +138,34 @@ def build_monitors(
     return MonitorSet(rules)
 
 
+DATAFLOW_DEFAULTS: dict[str, Any] = {
+    "verdict": "ask",
+    "influence": "ask",
+    "answer": "mark",
+}
+"""The data-flow rule's settings where a spec says nothing of them (and
+``untrusted``: every read-only tool, ``outbound``: every effectful one but
+``shell``, whose commands reach the network only under a grant a person
+gives). A spec's ``dataflow`` section overrides them one by one;
+``dataflow: {off: true}`` turns the rule off."""
+
 _COUNTS = ("repeat", "errors", "tool_calls", "steps", "tokens", "refusals", "baseline_sessions",
            "min_steps")  # fmt: skip
 _NAMES = ("outbound", "untrusted", "trusted")
+_CHOICES = {
+    "verdict": ("ask", "block"),
+    "influence": ("ask", "block", "off"),
+    "answer": ("mark", "ask"),
+}
 
 
 def _match_tools(params: Mapping[str, Any], names: list[str]) -> None:
     for key in _NAMES:
-        for pattern in params.get(key) or []:
+        for entry in params.get(key) or []:
+            pattern = entry.partition(".")[0]  # untrusted: TOOL.FIELD names a field
             if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
                 raise MonitorConfigError(
-                    f"monitors.dataflow.{key}: {pattern!r} matches none of the agent's tools "
+                    f"monitors.dataflow.{key}: {entry!r} matches none of the agent's tools "
                     f"({', '.join(names) or 'none'}); name a tool or a pattern (fnmatch) of them"
                 )
 
@@ -143,9 +174,9 @@ def _check_setting(where: str, key: str, value: Any) -> None:
     """A built-in rule's setting has the type it needs (None leaves it unset)."""
     if value is None or key == "demote_to":
         return
-    if key == "verdict":
-        if value not in ("ask", "block"):
-            raise MonitorConfigError(f"{where} must be ask or block, got {value!r}")
+    if key in _CHOICES:
+        if value not in _CHOICES[key]:
+            raise MonitorConfigError(f"{where} must be {' or '.join(_CHOICES[key])}, got {value!r}")
         return
     if key in _NAMES:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):

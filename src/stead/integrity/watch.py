@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
-from ..governance.gate import LEVELS
+from ..governance.gate import LEVELS, Verdict, effective_level, granted_approval
 from ..ids import new_id
 from ..integrity import drift
 from ..integrity.monitor_config import MonitorConfigError, build_monitors
 from ..integrity.monitors import Call, MonitorSet, Violation
 from ..journal import Event, Kind
-from ..tools.base import Tool
+from ..tools.base import Effect, Tool
 from ..tools.registry import import_object
 from ..values import values
 
@@ -48,7 +48,19 @@ def monitors_for(
         return build_monitors(
             spec.get("monitors"),
             secret_tools=[name for name, t in tools.items() if t.secrets],
-            untrusted_tools=[name for name, t in tools.items() if t.untrusted],
+            untrusted_tools=[
+                name if t.untrusted is True else f"{name}.{key}"
+                for name, t in tools.items()
+                for key in ((None,) if t.untrusted is True else t.untrusted or ())
+            ],
+            trusted_tools=[name for name, t in tools.items() if t.trusted],
+            # a tool that names its untrusted fields is read by them, not whole
+            read_tools=[
+                n for n, t in tools.items() if t.effect is Effect.READ_ONLY and t.untrusted is False
+            ],
+            acting_tools=[
+                n for n, t in tools.items() if t.effect is Effect.EFFECTFUL and n != "shell"
+            ],
             load=lambda ref: import_object(ref, [base], "monitor"),
             tool_names=list(tools) if strict else None,
             trusted=values(written),
@@ -92,6 +104,9 @@ class Watch:
             ]
         )
         self.monitors.resume(state.failed_last, state.failed_in_row, older, state.trusted_values)
+        rule = self.monitors.dataflow()
+        if rule is not None:  # the latest compaction, perhaps older than the primed events
+            rule.compacted(int((state.compaction or {}).get("through", 0)))
 
     def taint_of(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """What a call's arguments owe to untrusted data, for the gate and the journal:
@@ -101,12 +116,48 @@ class Watch:
         if rule is None:
             return {"args": {}, "untrusted_args": [], "influenced": False}
         sources = rule.sources(args)
-        state = self.act.state
-        in_view = {c.get("seq") for c in state.recent_calls}
-        through = int((state.compaction or {}).get("through", 0))
-        influenced = any(seq in in_view or seq > through for seq, _, _ in rule.tainted)
+        influenced = bool(rule.influenced())
         untrusted = sorted(n for n, s in sources.items() if s["source"] == "untrusted")
         return {"args": sources, "untrusted_args": untrusted, "influenced": influenced}
+
+    def said(self, text: str) -> dict[str, Any]:
+        """Where words to a person came from (see :meth:`DataFlow.answer_sources`)."""
+        rule = self.monitors.dataflow()
+        return {} if rule is None else rule.answer_sources(text)
+
+    def told(self, text: str) -> dict[str, Any]:
+        """What to journal with words to a person: where they came from, if they
+        repeat untrusted text."""
+        seen = self.said(text)
+        return {"provenance": seen} if seen.get("source") == "untrusted" else {}
+
+    def answer(
+        self, index: int, action: Mapping[str, Any], version: int
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], Verdict] | None]:
+        """Where a finish summary came from, and, when it repeats untrusted text and
+        the spec wants a person to see such an answer first (``answer: ask``) and
+        none has yet, the call and verdict to hold it on (a person approves it)."""
+        rule = self.monitors.dataflow()
+        if rule is None:
+            return {}, None
+        summary = str(action.get("summary", ""))
+        seen = self.said(summary)
+        call_id = action.get("call_id")
+        if rule.answer != "ask" or not call_id:
+            return seen, None
+        call = {"action": index, "call_id": call_id, "tool": "finish", "args": {"summary": summary}}
+        state, now = self.act.state, self.act.clock.now()
+        # looked for first: the values of an approved answer are the person's now
+        aid = granted_approval(state, str(call_id), "finish", call["args"], version, now)
+        if aid is not None:
+            return {**seen, "approval": aid}, None
+        if seen["source"] != "untrusted":
+            return seen, None
+        reason = (
+            f"the answer repeats untrusted text (event {', '.join(map(str, seen['from']))}); "
+            "the spec asks that a person sees such an answer first"
+        )
+        return seen, (call, Verdict("ask", reason, effective_level(state, "finish"), version))
 
     def taints(self, result: Mapping[str, Any]) -> bool:
         """Whether a tool result is one the data-flow rule must not let flow out."""

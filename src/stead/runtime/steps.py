@@ -124,7 +124,7 @@ def decide(act: Activation) -> bool:
         return False
     actions = []
     for action in decision.to_json():
-        if action["type"] in ("tool", "message", "delegate"):
+        if action["type"] in ("tool", "message", "delegate", "finish"):
             action = {**action, "call_id": new_id("call", act.clock, act.rng)}
         actions.append(action)
     act.emit(
@@ -195,10 +195,21 @@ def execute_inflight(act: Activation) -> None:
         elif kind == "complete_goal":
             act.verifier.complete_goal(index, action["id"])
         elif kind == "finish":
-            # a claim: accepted only if it is true now (see .completion)
-            act.verifier.finish(index, action.get("summary", ""))
+            # a claim: accepted only if it is true now (see .completion); where the
+            # spec asks, a person first sees an answer that repeats untrusted text
+            seen, held = (
+                ({}, None)
+                if act.watch is None
+                else act.watch.answer(index, action, act.governor.policy_version())
+            )
+            if held is not None:
+                act.governor.hold(index, *held)
+            else:
+                act.verifier.finish(index, action.get("summary", ""), seen)
         elif kind == "wait_for_input":
-            act.emit(Kind.INPUT_REQUESTED, action=index, prompt=action.get("prompt", ""))
+            prompt = action.get("prompt", "")
+            told = act.watch.told(prompt) if act.watch is not None else {}
+            act.emit(Kind.INPUT_REQUESTED, action=index, prompt=prompt, **told)
         elif kind == "wait":
             due = action["until"] if "until" in action else act.clock.now() + action["seconds"]
             act.emit(

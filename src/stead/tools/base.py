@@ -141,8 +141,11 @@ class Tool:
     env: tuple[str, ...] = ()
     # a schema given with the declaration, checked in full (jsonschema) at each call
     explicit_schema: bool = False
-    # its results are third-party text (mail, pages, chat): the data-flow rule's untrusted
-    untrusted: bool = False
+    # its results are third-party text (mail, pages, chat): the data-flow rule's untrusted;
+    # or only the fields named (the rest is system data)
+    untrusted: bool | tuple[str, ...] = False
+    # its results are system data (the data-flow rule's default treats results as untrusted)
+    trusted: bool = False
 
     def call(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         check_args(self, args)
@@ -189,7 +192,8 @@ def tool(
     secrets: Sequence[str] = ...,
     env: Sequence[str] = ...,
     schema: Mapping[str, Any] | None = ...,
-    untrusted: bool = ...,
+    untrusted: bool | Sequence[str] = ...,
+    trusted: bool = ...,
 ) -> Callable[[F], F]: ...
 
 
@@ -204,7 +208,8 @@ def tool(
     secrets: Sequence[str] = (),
     env: Sequence[str] = (),
     schema: Mapping[str, Any] | None = None,
-    untrusted: bool = False,
+    untrusted: bool | Sequence[str] = False,
+    trusted: bool = False,
 ) -> F | Callable[[F], F]:
     """Declare a function as a stead tool.
 
@@ -218,7 +223,11 @@ def tool(
     function is returned unchanged, with its declaration attached, so it stays
     callable and testable as ordinary Python. ``untrusted`` says its results
     are third-party text (an e-mail, a web page, a chat channel): the data-flow
-    rule treats them as untrusted whatever the spec lists.
+    rule treats them as untrusted whatever the spec lists; a list of field names
+    (``untrusted=["subject", "body"]``) says only the values under those keys
+    are, and the rest is system data. ``trusted`` says its results are all
+    system data (the company's directory, a price list), which the data-flow
+    rule's default would otherwise treat as untrusted.
     """
 
     def wrap(f: F) -> F:
@@ -235,6 +244,7 @@ def tool(
                 env=env,
                 schema=schema,
                 untrusted=untrusted,
+                trusted=trusted,
             ),
         )
         return f
@@ -252,7 +262,8 @@ def make_tool(
     secrets: Sequence[str] = (),
     env: Sequence[str] = (),
     schema: Mapping[str, Any] | None = None,
-    untrusted: bool = False,
+    untrusted: bool | Sequence[str] = False,
+    trusted: bool = False,
 ) -> Tool:
     try:
         eff = Effect(effect)
@@ -262,6 +273,16 @@ def make_tool(
             f"{', '.join(e.value for e in Effect)}"
         ) from None
     params = inspect.signature(func).parameters
+    tool_name = name or func.__name__
+    if not isinstance(untrusted, bool) and (
+        isinstance(untrusted, str) or not all(isinstance(f, str) and f for f in untrusted)
+    ):
+        raise ToolError(
+            f"tool {tool_name}: untrusted must be true, false or a list of field names, "
+            f"not {untrusted!r}"
+        )
+    if trusted and untrusted:
+        raise ToolError(f"tool {tool_name}: its results cannot be both trusted and untrusted")
     return Tool(
         name=name or func.__name__,
         func=func,
@@ -274,7 +295,8 @@ def make_tool(
         secrets=tuple(secrets),
         env=tuple(env),
         explicit_schema=schema is not None,
-        untrusted=untrusted,
+        untrusted=untrusted if isinstance(untrusted, bool) else tuple(untrusted),
+        trusted=trusted,
     )
 
 
