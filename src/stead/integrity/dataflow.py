@@ -82,6 +82,9 @@ class DataFlow(Rule):
         (none: an empty set)."""
         if any(fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools):
             return set()
+        if tool in self.untrusted:  # named outright: more precise than any pattern
+            keys = self.untrusted[tool]
+            return None if keys is None else set(keys)
         found: set[str] = set()
         for pattern, keys in self.untrusted.items():
             if fnmatch.fnmatchcase(tool, pattern):
