@@ -5,6 +5,10 @@ only writable place, a scrubbed environment, and the :class:`Limits` given,
 and reports what happened as a :class:`RunResult`. :func:`stead.sandbox.select`
 picks the real one (bubblewrap) or, only when the operator opts in,
 :class:`Unsandboxed`, which isolates nothing and says so.
+
+A sandbox can also start a process that outlives one call (an MCP server
+speaking over its pipes for a whole activation): :meth:`Sandbox.spawn`
+returns a :class:`Spawned`, which its caller must close.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -102,6 +107,85 @@ class Sandbox(Protocol):
         """Run ``argv`` with ``workspace`` as its working folder."""
         ...
 
+    def spawn(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        network: bool = False,
+        ro_paths: Sequence[str] = (),
+    ) -> Spawned:
+        """Start ``argv`` as a long-lived process with pipes on stdin, stdout
+        and stderr, in its own session, under ``limits``' memory, process and
+        file-size limits (not its times: it lives as long as its caller wants).
+        ``ro_paths`` are host folders it may read besides the usual ones (a
+        Python environment, say). The caller must :meth:`Spawned.close` it."""
+        ...
+
+
+class Spawned:
+    """A long-lived process a sandbox started, and how to end it.
+
+    ``proc`` has pipes on stdin, stdout and stderr and leads its own process
+    group (it was started in a new session). :meth:`kill` only signals, so it
+    is safe from any thread at any time; :meth:`close` also reaps the process,
+    runs the sandbox's clean-up (removing a pids cgroup, say) and closes
+    whatever pipes nobody else closed. Both may be repeated.
+    """
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], cleanup: Callable[[], None] | None = None
+    ) -> None:
+        self.proc = proc
+        self._cleanup = cleanup
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def pid(self) -> int:
+        """The host pid of the process (and the id of its process group)."""
+        return self.proc.pid
+
+    def exit_code(self) -> int | None:
+        """How the process ended (``-N`` for signal N), or ``None`` while it runs.
+
+        Looked at without reaping it: until :meth:`close` reaps it, its pid
+        (and so its process group id) cannot be taken by another process, so
+        killing the group later can only reach what this process left.
+        """
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already, by someone's wait()
+            return self.proc.poll()
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def kill(self) -> None:
+        """SIGKILL the process group now; nothing is waited for."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Kill the process group, reap it, clean up after it, close the pipes."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.kill()
+        self.proc.wait()
+        if self._cleanup is not None:
+            self._cleanup()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
 
 def text(data: bytes, cap: int) -> str:
     """Decoded output, cut to ``cap`` bytes with a note of what was cut."""
@@ -168,3 +252,25 @@ class Unsandboxed:
             start_new_session=True,
         )
         return communicate(proc, limits)
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        network: bool = False,
+        ro_paths: Sequence[str] = (),
+    ) -> Spawned:
+        """A plain process in the workspace: no limits, every path visible anyway."""
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=workspace,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        return Spawned(proc)

@@ -12,6 +12,11 @@ Limits: wall time (the process group is killed), CPU seconds and address
 space (``ulimit`` in the launcher shell, inherited by everything inside), and
 the number of processes (a pids cgroup when the machine lets stead make one,
 else ``ulimit -u``).
+
+:meth:`BwrapSandbox.spawn` starts a long-lived process (an MCP server) the
+same way, without the time limits, and may show it a few more host folders
+read-only (:func:`interpreter_paths`: the Python environment a server was
+installed into).
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
-from .base import WORKSPACE_INSIDE, Isolation, Limits, RunResult, communicate
+from ..errors import UsageError
+from .base import WORKSPACE_INSIDE, Isolation, Limits, RunResult, Spawned, communicate
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = (
@@ -40,6 +47,11 @@ _ETC_FILES = (
 )
 _NET_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf")
 _PIDS_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
+# the sandbox's own mounts: an extra read-only folder may not replace them, nor
+# (but in the fresh /tmp) sit inside them
+_OWN_MOUNTS = ("/proc", "/dev", "/tmp", WORKSPACE_INSIDE)
+# host folders no sandbox is shown, whatever a read-only path's link leads to
+_HOST_ONLY = ("/proc", "/dev", "/sys")
 
 
 def find_bwrap() -> str | None:
@@ -103,9 +115,19 @@ class BwrapSandbox:
         )
 
     def command(
-        self, argv: Sequence[str], workspace: Path, env: Mapping[str, str], network: bool
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        env: Mapping[str, str],
+        network: bool,
+        *,
+        ro_paths: Sequence[str] = (),
     ) -> list[str]:
-        """The bubblewrap command line for one run (without limits)."""
+        """The bubblewrap command line for one run (without limits).
+
+        ``ro_paths`` are host folders shown read-only at the same place; they
+        come after the fresh ``/tmp``, so one under ``/tmp`` shows through.
+        """
         args = [
             self.binary,
             "--die-with-parent",
@@ -133,6 +155,10 @@ class BwrapSandbox:
             "/dev",
             "--tmpfs",
             "/tmp",
+        ]
+        for path in _extra_binds(ro_paths):
+            args += ["--ro-bind", path, path]
+        args += [
             "--bind",
             str(workspace.resolve()),
             WORKSPACE_INSIDE,
@@ -159,18 +185,7 @@ class BwrapSandbox:
     ) -> RunResult:
         inner = self.command(argv, workspace, env, network)
         cgroup = _make_pids_cgroup(limits.processes)
-        prelude = []
-        if cgroup is not None:
-            prelude.append(f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))}")
-        elif limits.processes is not None:
-            prelude.append(f"ulimit -u {limits.processes}")
-        if limits.cpu_seconds is not None:
-            prelude.append(f"ulimit -t {limits.cpu_seconds}")
-        if limits.memory_bytes is not None:
-            prelude.append(f"ulimit -v {limits.memory_bytes // 1024}")
-        if limits.file_bytes is not None:
-            prelude.append(f"ulimit -f {file_blocks(limits.file_bytes)}")
-        launcher = " && ".join([*prelude, "exec " + shlex.join(inner)])
+        launcher = _launcher(inner, limits, cgroup, cpu=True)
         try:
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", launcher],
@@ -187,6 +202,119 @@ class BwrapSandbox:
         finally:
             if cgroup is not None:
                 _remove_cgroup(cgroup)
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        network: bool = False,
+        ro_paths: Sequence[str] = (),
+    ) -> Spawned:
+        """Start ``argv`` in bubblewrap for as long as the caller keeps it.
+
+        The mounts and namespaces of a run, plus ``ro_paths``; the memory,
+        process and file-size limits of ``limits`` but not its times. Its
+        pids cgroup (if one is made) is removed when the :class:`Spawned` is
+        closed. ``--die-with-parent`` ties bubblewrap to the thread that calls
+        this: when that thread ends, so does the process.
+        """
+        inner = self.command(argv, workspace, env, network, ro_paths=ro_paths)
+        cgroup = _make_pids_cgroup(limits.processes)
+        try:
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", _launcher(inner, limits, cgroup, cpu=False)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env={"PATH": "/usr/bin:/bin"},
+                cwd="/",  # as in run(): no worker folder in bubblewrap's environment
+            )
+        except BaseException:
+            if cgroup is not None:
+                _remove_cgroup(cgroup)
+            raise
+        if cgroup is None:
+            return Spawned(proc)
+        return Spawned(proc, cleanup=lambda: _remove_cgroup(cgroup))
+
+
+def interpreter_paths() -> tuple[str, ...]:
+    """The host folders a Python program of this environment needs inside a
+    sandbox: the environment (``sys.prefix``, a venv's ``site-packages`` and
+    console scripts) and the installation it was made from
+    (``sys.base_prefix``, where the interpreter and the standard library are),
+    each as written and as its real path, for a venv's ``python`` links to one
+    of them. Pass them as ``ro_paths`` to :meth:`BwrapSandbox.spawn`."""
+    found: list[str] = []
+    for prefix in (sys.prefix, sys.base_prefix):
+        for path in (os.path.abspath(prefix), os.path.realpath(prefix)):
+            if path not in found:
+                found.append(path)
+    return tuple(found)
+
+
+def _extra_binds(paths: Sequence[str]) -> list[str]:
+    """``ro_paths`` checked, without what ``/usr`` (bound already) or another
+    of them covers, parents first.
+
+    Refused: a relative path, the root, a path at or in the sandbox's own
+    ``/proc``, ``/dev`` or ``/workspace`` (or at ``/tmp``, though a folder in
+    it is fine: the bind comes after the fresh ``/tmp``), and one that is, or
+    leads by a link to, the host's root, ``/proc``, ``/dev`` or ``/sys``.
+    """
+    chosen: list[str] = []
+    for raw in sorted({_normal(p) for p in paths}, key=len):
+        if not os.path.isabs(raw) or raw == "/":
+            raise UsageError(
+                f"a read-only path for the sandbox must be an absolute folder below '/': {raw!r}"
+            )
+        real = os.path.realpath(raw)
+        if (
+            any(raw == m or (m != "/tmp" and _within(raw, m)) for m in _OWN_MOUNTS)
+            or real == "/"
+            or any(_within(real, m) for m in _HOST_ONLY)
+        ):
+            raise UsageError(
+                "a read-only path may not cover the sandbox's /proc, /dev, /tmp or "
+                f"/workspace, nor show the host's root, /proc, /dev or /sys: {raw}"
+            )
+        if _within(raw, "/usr"):
+            continue
+        if not any(_within(raw, c) for c in chosen):
+            chosen.append(raw)
+    return chosen
+
+
+def _normal(path: str) -> str:
+    """``path`` without ``.``, ``..``, doubled or trailing slashes (POSIX keeps
+    a leading ``//``; bubblewrap reads it as ``/``, and so must the checks)."""
+    text = os.path.normpath(str(path))
+    return "/" + text.lstrip("/") if text.startswith("//") else text
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
+
+
+def _launcher(inner: list[str], limits: Limits, cgroup: Path | None, *, cpu: bool) -> str:
+    """The shell line that puts itself in ``cgroup``, sets the ``ulimit``s and
+    execs bubblewrap, so every limit is inherited by all that runs inside."""
+    prelude = []
+    if cgroup is not None:
+        prelude.append(f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))}")
+    elif limits.processes is not None:
+        prelude.append(f"ulimit -u {limits.processes}")
+    if cpu and limits.cpu_seconds is not None:
+        prelude.append(f"ulimit -t {limits.cpu_seconds}")
+    if limits.memory_bytes is not None:
+        prelude.append(f"ulimit -v {limits.memory_bytes // 1024}")
+    if limits.file_bytes is not None:
+        prelude.append(f"ulimit -f {file_blocks(limits.file_bytes)}")
+    return " && ".join([*prelude, "exec " + shlex.join(inner)])
 
 
 def file_blocks(size: int) -> int:

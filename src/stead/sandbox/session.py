@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import select as choice
-from .base import Isolation, Limits, RunResult, Sandbox, Unsandboxed
+from .base import Isolation, Limits, RunResult, Sandbox, Spawned, Unsandboxed
 from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup, file_blocks
 from .sealed import INSIDE as SEALED_SHELL
 from .sealed import PROBE, sealed_shell
@@ -236,6 +236,21 @@ class SandboxSession:
         ):
             return sandbox.run(argv, workspace, env=env, limits=limits, network=network)
         return self._run(sandbox, argv, env, limits)
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        network: bool = False,
+        ro_paths: Sequence[str] = (),
+    ) -> Spawned:
+        """A long-lived process never shares the session: it gets a sandbox of its own."""
+        return self.underlying().spawn(
+            argv, workspace, env=env, limits=limits, network=network, ro_paths=ro_paths
+        )
 
     def kill(self) -> None:
         """Kill the session's processes now; safe from another thread.
