@@ -32,6 +32,7 @@ EXPECTED = {
     "IntegrityError",
     "Kind",
     "LeaseHeld",
+    "McpServerError",
     "Model",
     "ContextTooLong",
     "InvalidAnswer",

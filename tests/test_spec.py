@@ -88,6 +88,7 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
         "tool_autonomy": {},
         "out_of_scope": "refuse",
         "monitors": None,
+        "mcp": [],
     }
 
 

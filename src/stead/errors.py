@@ -21,7 +21,8 @@
     ├── ToolError                 a tool is unknown, mis-declared or mis-called
     │   ├── PathEscape            a path leaves the agent's workspace
     │   ├── WorkspaceFull         a call would take the workspace past its quota
-    │   └── SandboxUnavailable    no sandbox here, and no opt-in to run without one
+    │   ├── SandboxUnavailable    no sandbox here, and no opt-in to run without one
+    │   └── McpServerError        an MCP server did not start, died, hung, or sent too much
     ├── SecretError               the vault key or a secret is missing or wrong
     ├── GovernanceError           a grant, approval, delegation or message is invalid
     │   └── PolicyError           a policy does not parse, or cannot be evaluated
@@ -137,6 +138,12 @@ class WorkspaceFull(ToolError):
 
 class SandboxUnavailable(ToolError):
     """No sandbox can be made on this machine and the operator has not opted out."""
+
+
+class McpServerError(ToolError):
+    """An MCP server failed: it did not start, exited, hung past its time, sent more
+    than a message may hold, or answered what cannot be used. The message ends with
+    the tail of the server's stderr."""
 
 
 class SecretError(SteadError):

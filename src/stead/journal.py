@@ -79,6 +79,8 @@ class Kind(enum.StrEnum):
     AGENT_FORKED = "agent_forked"
     AGENT_IMPORTED = "agent_imported"
     AGENT_MOVED = "agent_moved"
+    # tools from MCP servers: the list the agent is shown (see stead.tools.mcp)
+    MCP_TOOLS_LISTED = "mcp_tools_listed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import GovernanceError, ScriptError, SpecError
+from .errors import GovernanceError, ScriptError, SpecError, ToolError
 from .governance.grants import check_valid_for, parse_grant
 from .ids import is_id
 from .integrity.checks import parse_check
@@ -21,6 +21,8 @@ from .integrity.monitor_config import MonitorConfigError, build_monitors
 from .models.options import parse_model
 from .models.recording import read_recording
 from .models.scripted import ScriptedModel, read_script
+from .tools.mcp.config import parse_servers
+from .tools.registry import load_tools
 from .yamlsafe import load_yaml, read_text
 
 AUTONOMY_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
@@ -46,6 +48,7 @@ _FIELDS = (
     "tool_autonomy",
     "out_of_scope",
     "monitors",
+    "mcp",
 )
 _SPEC_GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
 
@@ -75,6 +78,8 @@ class AgentSpec:
     monitors: dict[str, Any] | None = None
     # a provider's model: its checked options (stead.models.options), never a key
     model_options: dict[str, Any] | None = None
+    # MCP servers whose tools the agent may call (stead.tools.mcp.config)
+    mcp: tuple[dict[str, Any], ...] = ()
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form stored with the agent."""
@@ -99,6 +104,7 @@ class AgentSpec:
             "tool_autonomy": dict(self.tool_autonomy),
             "out_of_scope": self.out_of_scope,
             "monitors": self.monitors,
+            "mcp": [dict(m) for m in self.mcp],
         }
 
 
@@ -218,6 +224,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
         tool_autonomy=dict(tool_autonomy),
         out_of_scope=out_of_scope,
         monitors=dict(monitors) if monitors else None,
+        mcp=tuple(parse_servers(data.get("mcp"))),
     )
 
 
@@ -353,3 +360,26 @@ def load_spec(path: str | Path) -> AgentSpec:
     p = Path(path)
     data = load_yaml(read_text(p, "spec", SpecError), f"spec {p}", SpecError)
     return parse_spec(data, p.parent)
+
+
+def initial_scope(spec: AgentSpec) -> list[dict[str, Any]]:
+    """The spec's scope; when it gives none, every tool it lists, unconstrained; and when
+    it lists no tools either, every tool the runtime gives the agent (one grant, ``*``)."""
+    if spec.scope is not None:
+        return [dict(g) for g in spec.scope]
+    if not spec.tools:
+        return [{"tool": "*", "reason": "the spec names no tools and no scope"}]
+    names = set()
+    for entry in spec.tools:
+        ref = entry["tool"] if isinstance(entry, dict) else str(entry)
+        try:
+            names |= set(load_tools([entry], [spec.base_dir]))
+        except ToolError:
+            # a tool only the embedding program provides (Runtime.run(tools=...)):
+            # granted by the name the spec gives it
+            names.add(ref.rpartition(":")[2])
+    grants = [{"tool": name, "reason": "listed in the spec"} for name in sorted(names)]
+    return grants + [
+        {"tool": f"{server['name']}__*", "reason": "an MCP server the spec lists"}
+        for server in spec.mcp
+    ]

@@ -42,6 +42,7 @@ from . import (
     hibernation,
     inspect,
     integrity,
+    mcp,
     models,
     secret,
     selftest,
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     agents.register(sub, common)
     models.register(sub, common)
+    mcp.register(sub, common)
     inspect.register(sub, common)
     work.register(sub, common)
     governance.register(sub, common)

@@ -254,6 +254,8 @@ class Activation:
             **tool_limits(self.record.spec),
             fencing_token=self.lease.epoch if self.lease else None,
             lease_check=partial(ensure_held, self.store, self.lease) if self.lease else None,
+            put_blob=self.workspace.blobs.put,
+            note=self.emit,
         )
 
     def lease_lost(self) -> None:

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..errors import NotFound, ToolError, UsageError
+from ..errors import NotFound, UsageError
 from ..ids import check_id, new_id
 from ..integrity.keys import create_keyed
 from ..journal import Kind, NewEvent
 from ..sandbox.workspace import Workspace
-from ..spec import AgentSpec
+from ..spec import AgentSpec, initial_scope
 from ..state import State
 from ..store.base import AgentRecord
-from ..tools.registry import load_tools
+from ..tools.mcp.servers import listings
 from .authority import new_grant
 
 if TYPE_CHECKING:
@@ -72,32 +72,16 @@ def create(rt: Runtime, spec: AgentSpec, agent_id: str | None = None) -> State:
     author = f"spec author {rt.person()}"
     grants = [
         NewEvent(Kind.GRANT_ADDED, {"grant": new_grant(g, author, rt.clock, "spec scope")})
-        for g in _initial_scope(spec)
+        for g in initial_scope(spec)
     ]
     try:
-        state = create_keyed(rt, record, [created, *grants])
+        # the tools its MCP servers offer, listed now, in its new workspace
+        found = listings(rt, spec, agent_id, staging.root)
+        listed = [NewEvent(Kind.MCP_TOOLS_LISTED, d) for d in found]
+        state = create_keyed(rt, record, [created, *grants, *listed])
     except BaseException:
         shutil.rmtree(staging.root, ignore_errors=True)
         raise
     shutil.rmtree(ws.root, ignore_errors=True)  # an orphan of an earlier, killed creation
     os.replace(staging.root, ws.root)
     return state
-
-
-def _initial_scope(spec: AgentSpec) -> list[dict[str, Any]]:
-    """The spec's scope; when it gives none, every tool it lists, unconstrained; and when
-    it lists no tools either, every tool the runtime gives the agent (one grant, ``*``)."""
-    if spec.scope is not None:
-        return [dict(g) for g in spec.scope]
-    if not spec.tools:
-        return [{"tool": "*", "reason": "the spec names no tools and no scope"}]
-    names = set()
-    for entry in spec.tools:
-        ref = entry["tool"] if isinstance(entry, dict) else str(entry)
-        try:
-            names |= set(load_tools([entry], [spec.base_dir]))
-        except ToolError:
-            # a tool only the embedding program provides (Runtime.run(tools=...)):
-            # granted by the name the spec gives it
-            names.add(ref.rpartition(":")[2])
-    return [{"tool": name, "reason": "listed in the spec"} for name in sorted(names)]

@@ -51,6 +51,8 @@ from ..store.blobs import BlobStore
 from ..store.groupcommit import GroupCommitter
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
+from ..tools.mcp.servers import call_server
+from ..tools.mcp.tools import journaled_tools
 from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, Outcome
@@ -144,7 +146,12 @@ class Runtime(AuthorityActions):
         return lookup
 
     def tools_for(self, record: AgentRecord) -> dict[str, Tool]:
-        return load_tools(record.spec.get("tools", []), [record.spec.get("base_dir", ".")])
+        """The spec's tools, and its MCP servers' as journaled (see stead.tools.mcp)."""
+        tools = load_tools(record.spec.get("tools", []), [record.spec.get("base_dir", ".")])
+        if not record.spec.get("mcp"):
+            return tools
+        listed = self.store.read_events_of_kinds(record.agent_id, [Kind.MCP_TOOLS_LISTED])
+        return tools | journaled_tools(record.spec, [e.data for e in listed], call_server)
 
     def run(
         self,

@@ -40,9 +40,10 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar, cast
 
 from . import select as choice
 from .base import Isolation, Limits, RunResult, Sandbox, Spawned, Unsandboxed
@@ -176,6 +177,13 @@ class _Exposed(Exception):
     """The loop found that a command could read it: the session is not safe here."""
 
 
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+K = TypeVar("K", bound=_Closeable)
+
+
 class SandboxSession:
     """One agent's commands, in one long-lived bubblewrap per activation.
 
@@ -196,6 +204,7 @@ class SandboxSession:
         # set when the loop cannot be sealed from its commands on this
         # machine: every run is then one-shot, slower but as isolated
         self._unshared = sealed_shell() is None
+        self._kept: dict[str, _Closeable] = {}
 
     def underlying(self) -> Sandbox:
         """The sandbox for runs that must not share the session."""
@@ -252,6 +261,20 @@ class SandboxSession:
             argv, workspace, env=env, limits=limits, network=network, ro_paths=ro_paths
         )
 
+    def keep(self, key: str, make: Callable[[], K]) -> K:
+        """What tools keep for the rest of the session under ``key`` (an activation's
+        MCP servers): made at the first ask, closed when the session is closed or
+        killed, so nothing of it outlives the activation or a lost lease."""
+        found = self._kept.get(key)
+        if found is None:
+            found = self._kept[key] = make()
+        return cast(K, found)
+
+    def _drop_kept(self) -> None:
+        kept, self._kept = list(self._kept.values()), {}
+        for thing in kept:
+            thing.close()
+
     def kill(self) -> None:
         """Kill the session's processes now; safe from another thread.
 
@@ -259,7 +282,9 @@ class SandboxSession:
         session dies at once, so nothing of it writes to the workspace after
         another worker has the agent. The thread running the command sees the
         session end and reports the run failed; :meth:`close` still tidies up.
+        What tools kept (:meth:`keep`) is closed too.
         """
+        self._drop_kept()
         live = self._live
         if live is None:
             return
@@ -273,6 +298,7 @@ class SandboxSession:
 
     def close(self) -> None:
         """End the session's processes and remove its cgroup; safe to repeat."""
+        self._drop_kept()
         self._end(_Capture(0), _Capture(0), graceful=True)
 
     # -- inside ---------------------------------------------------------------

@@ -70,6 +70,10 @@ class ToolContext:
     # highest it has seen can refuse a call from a worker that lost the agent
     fencing_token: int | None = None
     lease_check: Callable[[], None] | None = field(default=None, repr=False)
+    # stores bytes as a blob, returning its digest (binary parts of a result)
+    put_blob: Callable[[bytes], str] | None = field(default=None, repr=False)
+    # journals an event for the agent now (an MCP server's changed tool list)
+    note: Callable[..., Any] | None = field(default=None, repr=False)
 
     def check_lease(self) -> None:
         """Raise :class:`~stead.errors.StaleEpoch` if this worker lost the agent's lease.

@@ -7,6 +7,7 @@ Importing this package does not import the MCP SDK.
 
 from __future__ import annotations
 
-from .client import MAX_MESSAGE_BYTES, MAX_NOISE_BYTES, McpClient, McpServerError
+from ...errors import McpServerError
+from .client import MAX_MESSAGE_BYTES, MAX_NOISE_BYTES, McpClient
 
 __all__ = ["MAX_MESSAGE_BYTES", "MAX_NOISE_BYTES", "McpClient", "McpServerError"]

@@ -36,7 +36,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from ...errors import ToolError
+from ...errors import McpServerError
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -56,14 +56,6 @@ _MAX_LISTING_BYTES = 16 * 1024 * 1024
 """The most a whole tool listing may take, its pages together, as JSON."""
 _CLOSE_WAIT = 5.0
 _EXIT_WAIT = 1.0
-
-
-class McpServerError(ToolError):
-    """An MCP server failed: did not start, exited, hung, sent too much, or
-    answered what cannot be used. The message ends with its stderr's tail.
-
-    Defined here for now; it belongs in :mod:`stead.errors`' tree.
-    """
 
 
 class McpClient:
