@@ -169,6 +169,10 @@ def _summary(ev: Event) -> str:
         return ", ".join(sorted(d.get("values", {})))
     if ev.kind in ("goal_pushed", "goal_completed"):
         return str(d.get("id"))
+    if ev.kind == "mcp_tools_listed":
+        names = ", ".join(str(t.get("name")) for t in d.get("tools", []))
+        changed = "changed its tools: " if d.get("changed") else ""
+        return f"MCP server {d.get('server')} {changed}{names}"
     if ev.kind == "finish_claimed":
         return str(d.get("summary", "")) + _answer_mark(d)
     if ev.kind in ("input_received", "input_requested"):

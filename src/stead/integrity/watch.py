@@ -62,12 +62,22 @@ def monitors_for(
                 n for n, t in tools.items() if t.effect is Effect.EFFECTFUL and n != "shell"
             ],
             load=lambda ref: import_object(ref, [base], "monitor"),
-            tool_names=list(tools) if strict else None,
+            tool_names=[*tools, *_mcp_named(spec)] if strict else None,
             trusted=values(written),
             trusted_text=[t for t in written if isinstance(t, str)],
         )
     except MonitorConfigError as exc:
         raise SpecError(f"spec field {exc}") from None
+
+
+def _mcp_named(spec: Mapping[str, Any]) -> list[str]:
+    """The data-flow section's names of MCP tools: not listed until the agent is made,
+    so taken as they are (``git__*``) if they name a server the spec lists."""
+    prefixes = tuple(f"{s['name']}__" for s in spec.get("mcp") or [])
+    flow = (spec.get("monitors") or {}).get("dataflow") or {}
+    named = [e for key in ("outbound", "untrusted", "trusted") for e in flow.get(key) or []]
+    return [e.partition(".")[0] for e in named if isinstance(e, str) and prefixes
+            and e.startswith(prefixes)]  # fmt: skip
 
 
 class Watch:

@@ -52,7 +52,7 @@ from ..store.groupcommit import GroupCommitter
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
 from ..tools.mcp.servers import call_server
-from ..tools.mcp.tools import journaled_tools
+from ..tools.mcp.tools import check_hooks, journaled_tools
 from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, Outcome
@@ -119,6 +119,7 @@ class Runtime(AuthorityActions):
         would be stored only to fail on its first run, and on every worker pass.
         """
         tools = load_tools(spec.tools, [spec.base_dir])
+        check_hooks(spec.to_record())  # an MCP tool's reconcile hooks import
         monitors_for(spec.to_record(), tools, strict=True)
         if spec.model_options is not None:  # offered to a provider as tools, by name
             check_tool_names(tools)

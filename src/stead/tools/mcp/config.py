@@ -13,6 +13,7 @@ agent's ``network`` grant)::
         secrets: [GITHUB_TOKEN]             # vault secrets, as variables of that name
         effect: effectful                   # its tools' effect class, unless...
         effects: {git_status: read_only}    # ...one is named here
+        reconcile: {git_commit: "hooks:commit_made"}   # asked after a crash cut a call off
         timeout: 60                         # seconds a call may take
       - name: docs
         url: https://docs.example/mcp
@@ -36,7 +37,7 @@ EFFECTS = ("read_only", "idempotent", "effectful")
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0
 _KEYS = ("name", "command", "url", "env", "secrets", "headers", "mounts", "effect", "effects",
-         "timeout")  # fmt: skip
+         "reconcile", "timeout")  # fmt: skip
 _SECRET_REF = re.compile(r"\{secret:([A-Za-z0-9_.-]+)\}")
 
 
@@ -123,6 +124,14 @@ def _server(entry: Any, where: str) -> dict[str, Any]:
         raise _fail(f"{where}.effects", f"must map the server's tool names to one of "
                     f"{', '.join(EFFECTS)}")  # fmt: skip
     out["effects"] = dict(effects)
+    reconcile = entry.get("reconcile", {})
+    if not isinstance(reconcile, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and ":" in v for k, v in reconcile.items()
+    ):
+        raise _fail(f"{where}.reconcile", "must map the server's tool names to the "
+                    "module:function of a reconcile hook, f(args, ctx) -> done | not_done | "
+                    "unknown")  # fmt: skip
+    out["reconcile"] = dict(reconcile)
     timeout = entry.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
         0 < timeout <= MAX_TIMEOUT

@@ -26,14 +26,15 @@ import base64
 import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ...canonical import sha256_hex
 from ...errors import ToolError
-from ..base import Effect, Tool, ToolContext
+from ..base import Effect, ReconcileHook, Tool, ToolContext
+from ..registry import import_object
 
 MAX_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -89,9 +90,13 @@ def schema_problem(tool: Mapping[str, Any]) -> str | None:
 
 
 def make_tools(
-    server: Mapping[str, Any], listed: list[Mapping[str, Any]], call: CallServer
+    server: Mapping[str, Any],
+    listed: list[Mapping[str, Any]],
+    call: CallServer,
+    load: Callable[[str], Any] | None = None,
 ) -> dict[str, Tool]:
-    """The stead tools for a server's listed tools (those with a usable schema)."""
+    """The stead tools for a server's listed tools (those with a usable schema);
+    ``load`` imports the reconcile hooks the spec names (``module:function``)."""
     tools: dict[str, Tool] = {}
     for entry in listed:
         if schema_problem(entry) is not None:
@@ -109,8 +114,29 @@ def make_tools(
             wants_ctx=True,
             secrets=tuple(server.get("secrets") or ()),
             explicit_schema=True,
+            reconcile=_hook(server, remote, load),
         )
     return tools
+
+
+def _hook(
+    server: Mapping[str, Any], remote: str, load: Callable[[str], Any] | None
+) -> ReconcileHook | None:
+    ref = (server.get("reconcile") or {}).get(remote)
+    if ref is None or load is None:
+        return None
+    hook = load(ref)
+    if not callable(hook):
+        raise ToolError(f"reconcile hook {ref!r} of MCP tool {remote!r} is not a function")
+    return cast(ReconcileHook, hook)
+
+
+def check_hooks(spec: Mapping[str, Any]) -> None:
+    """Refuse a spec whose MCP reconcile hooks do not import (before it is stored)."""
+    base = [str(spec.get("base_dir", "."))]
+    for server in spec.get("mcp") or []:
+        for remote, ref in (server.get("reconcile") or {}).items():
+            _hook(server, remote, lambda r: import_object(r, base, "reconcile hook"))
 
 
 def journaled_tools(spec: Mapping[str, Any], listings: list[Mapping[str, Any]],
@@ -118,12 +144,17 @@ def journaled_tools(spec: Mapping[str, Any], listings: list[Mapping[str, Any]],
     """The MCP tools an agent is shown: its spec's servers, each as its latest
     journaled listing (the ``mcp_tools_listed`` events' data, oldest first) has it."""
     latest = {str(d["server"]): d for d in listings}
+    base = [str(spec.get("base_dir", "."))]
+
+    def load(ref: str) -> Any:
+        return import_object(ref, base, "reconcile hook")
+
     tools: dict[str, Tool] = {}
     for server in spec.get("mcp") or []:
         listing = latest.get(str(server["name"]))
         if listing is not None:
             known = {**server, "listed": listing["digest"]}
-            tools |= make_tools(known, list(listing["tools"]), call)
+            tools |= make_tools(known, list(listing["tools"]), call, load)
     return tools
 
 
