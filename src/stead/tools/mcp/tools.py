@@ -135,7 +135,7 @@ def check_hooks(spec: Mapping[str, Any]) -> None:
     """Refuse a spec whose MCP reconcile hooks do not import (before it is stored)."""
     base = [str(spec.get("base_dir", "."))]
     for server in spec.get("mcp") or []:
-        for remote, ref in (server.get("reconcile") or {}).items():
+        for remote in server.get("reconcile") or {}:
             _hook(server, remote, lambda r: import_object(r, base, "reconcile hook"))
 
 
