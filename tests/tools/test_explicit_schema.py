@@ -67,3 +67,20 @@ def test_a_bad_schema_is_refused_at_declaration(schema: Any, problem: str) -> No
         @tool(schema=schema)
         def broken() -> None:
             pass
+
+
+def test_a_declared_schema_is_checked_as_json_schema_says_not_as_a_signature_would() -> None:
+    """No ``required`` list and no ``additionalProperties``: every argument is optional,
+    and ones it does not name are allowed (an MCP server's schema is often so)."""
+    loose = {"type": "object", "properties": {"amount": {"type": "integer"}}}
+
+    @tool(effect="effectful", schema=loose)
+    def transfer(**args: Any) -> str:
+        """Move money."""
+        return f"moved {sorted(args)}"
+
+    t = as_tool(transfer)
+    assert t.call({}, None) == "moved []"  # type: ignore[arg-type]
+    assert t.call({"amount": 5, "memo": "rent"}, None) == "moved ['amount', 'memo']"  # type: ignore[arg-type]
+    with pytest.raises(ToolError, match="amount"):
+        t.call({"amount": "five"}, None)  # type: ignore[arg-type]

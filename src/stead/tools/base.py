@@ -152,9 +152,10 @@ class Tool:
     trusted: bool = False
 
     def call(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
-        check_args(self, args)
-        if self.explicit_schema:
+        if self.explicit_schema:  # the whole schema, as declared (an MCP tool's, say)
             check_schema_args(self, args)
+        else:
+            check_args(self, args)
         if self.wants_ctx:
             return self.func(**args, ctx=ctx)
         return self.func(**args)
