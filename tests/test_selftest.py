@@ -22,9 +22,15 @@ class SharedTmpSandbox(BwrapSandbox):
         self.shared = shared
 
     def command(
-        self, argv: Sequence[str], workspace: Path, env: Mapping[str, str], network: bool
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        env: Mapping[str, str],
+        network: bool,
+        *,
+        ro_paths: Sequence[str] = (),
     ) -> list[str]:
-        args = super().command(argv, workspace, env, network)
+        args = super().command(argv, workspace, env, network, ro_paths=ro_paths)
         i = args.index("--tmpfs")
         return [*args[:i], "--bind", str(self.shared), "/tmp", *args[i + 2 :]]
 
@@ -34,8 +40,11 @@ def test_the_selftest_passes_on_this_machine(
 ) -> None:
     code = main(["selftest", "isolation", "--json", "--store", f"sqlite:///{tmp_path / 's.db'}"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 0 and report["passed"] is True, report
+    assert code == 0 and report["passed"] is True, [c for c in report["checks"] if not c["ok"]]
     assert len(report["checks"]) >= 10
+    # the MCP server B's agent ran in its sandbox could not read the store or A's files
+    mcp = [c for c in report["checks"] if c["check"].startswith("B's MCP server cannot read")]
+    assert len(mcp) >= 3 and all(c["ok"] for c in mcp), mcp
 
 
 def test_a_shared_tmp_makes_it_fail_with_evidence(bwrap: BwrapSandbox, tmp_path: Path) -> None:

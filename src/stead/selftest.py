@@ -14,6 +14,8 @@ reachable through B's view, is a FAIL with the evidence.
 from __future__ import annotations
 
 import base64
+import json
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from .errors import NotFound
 from .runtime.context import render
 from .runtime.runtime import Runtime
 from .sandbox.base import Sandbox
-from .sandbox.secrets import new_key
+from .sandbox.secrets import KEY_FILE_ENV, new_key
 from .spec import parse_spec
 from .store.base import Store
 
@@ -56,14 +58,48 @@ class SelftestReport:
 
 
 def _agent(
-    rt: Runtime, folder: Path, name: str, tenant: str, script: list[Any], tools: list[Any]
+    rt: Runtime,
+    folder: Path,
+    name: str,
+    tenant: str,
+    script: list[Any],
+    tools: list[Any],
+    **more: Any,
 ) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
-    spec = parse_spec(
-        {"name": name, "tenant": tenant, "model": "scripted:script.yaml", "tools": tools}, folder
-    )
-    return rt.create(spec).agent_id
+    data = {"name": name, "tenant": tenant, "model": "scripted:script.yaml", "tools": tools}
+    return rt.create(parse_spec({**data, **more}, folder)).agent_id
+
+
+PROBE_SERVER = Path(__file__).parent / "tools" / "mcp" / "probe_server.py"
+"""The MCP server B's agent runs in its sandbox, to look for A's data and the store."""
+
+
+def _reached(path: Path, said: str) -> bool:
+    """Whether what a server said of ``path`` shows the host's content there (the
+    same path inside a sandbox may exist and be its own: an empty ``/tmp``)."""
+    try:
+        if path.is_dir():
+            return any(name in said for name in os.listdir(path))
+        with open(path, "rb") as fh:
+            head = repr(fh.read(48))[2:-1]
+    except OSError:
+        return False
+    return bool(head) and head in said
+
+
+def _off_limits(store: Store, data_dir: Path, workspace_a: Path) -> list[str]:
+    """Host paths no agent's MCP server may read: the store, the vault key, the data
+    folder (every workspace and blob), A's workspace."""
+    paths = [str(data_dir.resolve()), str(workspace_a.resolve())]
+    db = getattr(store, "path", None)
+    if isinstance(db, Path):
+        paths.append(str(db.resolve()))
+    key_file = os.environ.get(KEY_FILE_ENV)
+    if key_file:
+        paths.append(str(Path(key_file).resolve()))
+    return paths
 
 
 def _refused(call: Callable[[], object]) -> bool:
@@ -115,6 +151,7 @@ def isolation_selftest(
     )
     blob_hashes = list(state_a.manifest.values())
 
+    off_limits = _off_limits(store, data_dir, rt_a.workspace(agent_a, tenant_a).root)
     agent_b = _agent(
         rt_b,
         specs / "b",
@@ -123,10 +160,15 @@ def isolation_selftest(
         [
             {"tool": "shell", "args": {"command": PROBE}},
             {"tool": "list_files", "args": {}},
+            {"tool": "probe__look", "args": {"paths": off_limits}},
             {"finish": "probed"},
         ],
         ["shell", "list_files"],
-    )
+        # an MCP server is a process of B's too: it runs in B's sandbox
+        mcp=[{"name": "probe", "command": ["python", str(PROBE_SERVER)],
+              "mounts": [str(PROBE_SERVER.parent)]}],
+        scope=[{"tool": "*"}],
+    )  # fmt: skip
     state_b = rt_b.run(agent_b).state
     record_b = rt_b.store.get_record(agent_b)
     # whole outputs from the journal: the state keeps only clipped ones
@@ -142,8 +184,17 @@ def isolation_selftest(
         "B's next model context": render(state_b, record_b.spec, rt_b.tools_for(record_b)).text,
         "B's journal": dumps([e.to_json() for e in rt_b.store.read_events(agent_b)]),
     }
-    ran = bool(state_b.recent_calls) and state_b.recent_calls[0]["ok"]
+    ran = bool(state_b.recent_calls) and all(c["ok"] for c in state_b.recent_calls)
     report.check("tenant B's agent ran its probes", ran, "" if ran else dumps(state_b.recent_calls))
+    looked = outputs.get("probe__look", "")
+    seen["B's MCP server (files, environment)"] = looked
+    lines = str(json.loads(looked)).splitlines() if looked else []
+    for path in off_limits:
+        said = next((line for line in lines if line.startswith(path + ":")), "")
+        reached = _reached(Path(path), said[len(path) + 1 :])  # what it saw, not the name
+        report.check(
+            f"B's MCP server cannot read {path}", not reached, said[:240] if reached else ""
+        )
     for where, text in seen.items():
         found = canary in text
         at = text.find(canary)
