@@ -8,6 +8,7 @@ The servers are the ones from the registries (``mcp-server-time`` and
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,12 @@ def seeded_repo(tmp_path: Path) -> Path:
     return seed
 
 
-def make(tmp_path: Path, sandbox: Any, script: list[Any], **spec: Any) -> tuple[Runtime, str]:
+def make(
+    tmp_path: Path, sandbox: Any, script: list[Any], key: bytes | None = None, **spec: Any
+) -> tuple[Runtime, str]:
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
     rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(),
-                 sandbox=sandbox)  # fmt: skip
+                 sandbox=sandbox, secret_key=key)  # fmt: skip
     data = {"name": "mcp", "model": "scripted:script.yaml", "scope": [{"tool": "*"}], **spec}
     parsed = parse_spec(data, tmp_path)
     Runtime.check_loads(parsed)
@@ -190,3 +193,20 @@ def test_stead_mcp_ls_lists_tools_with_their_effect_classes(
     assert now["name"] == "time__get_current_time" and now["effect"] == "effectful"
     assert "read_only" in now["disagreement"]  # the server hints read-only; the spec holds
     assert now["inputSchema"]["required"] == ["timezone"]
+
+
+def test_a_fork_and_an_imported_copy_are_shown_the_mcp_tools_their_origin_was_shown(
+    tmp_path: Path,
+) -> None:
+    script = [{"wait_for_input": "more?"}, {"finish": "done"}]
+    rt, agent_id = make(tmp_path, None, script, key=os.urandom(32), mcp=[TIME])
+    rt.run(agent_id)
+    shown = set(rt.tools_for(rt.store.get_record(agent_id)))
+    assert "time__get_current_time" in shown
+    forked = rt.fork(agent_id).agent_id
+    assert set(rt.tools_for(rt.store.get_record(forked))) == shown
+    archive = tmp_path / "agent.stead"
+    rt.export(agent_id, archive)
+    imported = rt.import_archive(archive).agent_id
+    assert set(rt.tools_for(rt.store.get_record(imported))) == shown
+    rt.close()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from ..governance.grants import inactive_reason, narrower
 from ..governance.identity import IDENTITY_SECRET
 from ..ids import new_id
 from ..integrity.keys import create_keyed
-from ..journal import Kind, NewEvent
+from ..journal import Event, Kind, NewEvent
 from ..sandbox.workspace import Manifest, Workspace
 from ..snapshots.archive import Archive, partial_path, read_archive, write_archive
 from ..snapshots.trust import TrustedKeys
@@ -117,13 +117,25 @@ def fork(
             "by": rt.person(),
         },
     )
-    extra: list[NewEvent] = []
+    # the MCP tools the origin was shown: the fork is shown the same
+    listed = rt.store.read_events_of_kinds(agent_id, [Kind.MCP_TOOLS_LISTED])
+    extra: list[NewEvent] = _listings(listed, version)
     if with_grants:
         given = _take_for_fork(rt, agent_id, fork_id)
         extra += [NewEvent(Kind.GRANT_ADDED, {"grant": g}) for g in given]
     return _give_birth(
         rt, record, fork_id, name, born, extra, source.manifest, bool(source.public_key)
     )
+
+
+def _listings(events: Iterable[Event], version: int) -> list[NewEvent]:
+    """The latest tool list of each MCP server, as of ``version``, for a new agent's
+    journal (what an agent is shown of its servers is journaled, not re-listed)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        if ev.kind == Kind.MCP_TOOLS_LISTED and ev.seq <= version:
+            latest[str(ev.data["server"])] = dict(ev.data)
+    return [NewEvent(Kind.MCP_TOOLS_LISTED, d) for d in latest.values()]
 
 
 def _take_for_fork(rt: RuntimePort, agent_id: str, fork_id: str) -> list[dict[str, Any]]:
@@ -381,6 +393,7 @@ def import_archive(
         },
     )
     extra = [NewEvent(Kind.GRANT_ADDED, {"grant": g}) for g in _regranted(rt, archive, with_grants)]
+    extra += _listings(archive.events, archive.state.version)
     try:
         return _give_birth(
             rt, record, new_agent, None, born, extra, archive.state.manifest, True, tenant
