@@ -9,6 +9,20 @@ Run as ``python -m tests.tools.mcp_servers [MODE]``:
 ``http FD``
     serve streamable HTTP on the listening socket inherited as fd ``FD``.
 
+And for the agent-level tests (``tests/tools/test_mcp_faults.py`` and
+``test_mcp_remote.py``), which run it as a script (``python
+.../mcp_servers.py MODE``, inside the agent's sandbox):
+
+``agent TAG``
+    serve on stdio ``echo``, ``crash``, ``hang``, ``flood``, ``badschema`` and
+    ``fail`` (a result marked ``isError``); ``hang``'s grandchild carries
+    ``TAG`` on its command line, so a test can look for what is left of it.
+``listing FILE``
+    serve on stdio ``echo`` and one more tool per word in ``FILE``, read at
+    every listing (a server whose tools change).
+``http-seen FD FILE``
+    as ``http``, and ``whoami`` also appends the header it saw to ``FILE``.
+
 It is written with the SDK's low-level server, which lets a tool answer what
 the high-level one would refuse to send (a result off its own schema). It
 needs only the SDK, not stead, so it runs in bubblewrap too.
@@ -118,9 +132,86 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
 SERVER: Server[Any] = Server("misbehaving", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _stdio() -> None:
+async def _stdio(server: Server[Any] = SERVER) -> None:
     async with stdio_server() as (read, write):
-        await SERVER.run(read, write, SERVER.create_initialization_options())
+        await server.run(read, write, server.create_initialization_options())
+
+
+# -- the modes for agent-level tests -------------------------------------------
+
+_AGENT_KEPT = ("echo", "crash", "hang", "flood", "badschema")
+AGENT_TOOLS = [
+    *(tool for tool in TOOLS if tool.name in _AGENT_KEPT),
+    types.Tool(name="fail", description="Answer a result marked isError.", input_schema=_OBJECT),
+]
+_given: dict[str, str] = {}  # a mode's arguments: tag, listing, seen
+
+
+async def agent_list_tools(
+    ctx: Any, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=AGENT_TOOLS)
+
+
+async def agent_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name == "fail":
+        print("failing on purpose", file=sys.stderr, flush=True)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="the disk is on fire")], is_error=True
+        )
+    if params.name == "hang":
+        code = "import time; time.sleep(600)"
+        child = subprocess.Popen([sys.executable, "-c", code, f"grandchild-of-{_given['tag']}"])
+        print(f"grandchild {child.pid}", file=sys.stderr, flush=True)
+        time.sleep(3600)
+    return await call_tool(ctx, params)
+
+
+def _listed_names() -> list[str]:
+    try:
+        with open(_given["listing"], encoding="utf-8") as file:
+            return file.read().split()
+    except OSError:
+        return []
+
+
+async def listing_list_tools(
+    ctx: Any, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    extra = [
+        types.Tool(name=name, description=f"Say {name}.", input_schema=_OBJECT)
+        for name in _listed_names()
+    ]
+    return types.ListToolsResult(tools=[TOOLS[0], *extra])
+
+
+async def listing_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name in _listed_names():
+        return _text(f"{params.name} here")
+    return await call_tool(ctx, params)
+
+
+async def seen_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    result = await call_tool(ctx, params)
+    if params.name == "whoami":
+        with open(_given["seen"], "a", encoding="utf-8") as file:
+            file.write(result.content[0].text + "\n")  # type: ignore[union-attr]
+    return result
+
+
+AGENT: Server[Any] = Server("agent", on_list_tools=agent_list_tools, on_call_tool=agent_call_tool)
+LISTING: Server[Any] = Server(
+    "listing", on_list_tools=listing_list_tools, on_call_tool=listing_call_tool
+)
+SEEN: Server[Any] = Server("seen", on_list_tools=list_tools, on_call_tool=seen_call_tool)
+
+
+def _http(server: Server[Any], fd: int) -> None:
+    import uvicorn
+
+    listening = socket.socket(fileno=fd)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[listening])
 
 
 def main(argv: list[str]) -> None:
@@ -137,6 +228,15 @@ def main(argv: list[str]) -> None:
         listening = socket.socket(fileno=int(argv[1]))
         config = uvicorn.Config(SERVER.streamable_http_app(), log_level="warning", lifespan="on")
         uvicorn.Server(config).run(sockets=[listening])
+    elif mode == "agent":
+        _given["tag"] = argv[1]
+        anyio.run(_stdio, AGENT)
+    elif mode == "listing":
+        _given["listing"] = argv[1]
+        anyio.run(_stdio, LISTING)
+    elif mode == "http-seen":
+        _given["seen"] = argv[2]
+        _http(SEEN, int(argv[1]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -1,0 +1,307 @@
+"""An agent whose MCP server misbehaves: the call fails, the agent goes on, nothing is left.
+
+The server is ``tests/tools/mcp_servers.py`` in its ``agent`` mode, run as a
+script inside the agent's bubblewrap sandbox (the spec ``mounts`` its folder).
+Each server is given a tag no other process has, on its command line, so what
+is left of it (the launcher, bubblewrap, the server, the grandchild ``hang``
+starts) can be found in ``/proc``: while the agent runs, a thread notes every
+pid whose command line carries the tag; afterwards none of them may run, none
+may be a zombie left for this process (stead) to reap, and, once the machine's
+init has reaped the orphans, none may have a /proc entry at all.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stead import FakeClock, Kind, Runtime, parse_spec
+from stead.models.base import Decision, RenderedContext
+from stead.models.scripted import ScriptedModel
+from stead.sandbox.bwrap import BwrapSandbox
+from stead.store.sqlite import SqliteStore
+
+HERE = Path(__file__).resolve().parent
+SERVERS = str(HERE / "mcp_servers.py")
+
+
+def agent_server(tag: str) -> dict[str, Any]:
+    """The misbehaving server, with a 2 s timeout per call."""
+    return {
+        "name": "bad",
+        "command": ["python", SERVERS, "agent", tag],
+        "mounts": [str(HERE)],  # the server's script, read-only in the sandbox
+        "timeout": 2,
+    }
+
+
+def make(tmp_path: Path, sandbox: Any, script: list[Any], **spec: Any) -> tuple[Runtime, str]:
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(),
+                 sandbox=sandbox)  # fmt: skip
+    data = {"name": "mcp", "model": "scripted:script.yaml", "scope": [{"tool": "*"}], **spec}
+    parsed = parse_spec(data, tmp_path)
+    Runtime.check_loads(parsed)
+    return rt, rt.create(parsed).agent_id
+
+
+def events(rt: Runtime, agent_id: str, kind: str) -> list[dict[str, Any]]:
+    return [dict(e.data) for e in rt.store.read_events(agent_id) if e.kind == kind]
+
+
+def results(rt: Runtime, agent_id: str) -> list[dict[str, Any]]:
+    return events(rt, agent_id, Kind.TOOL_RESULT)
+
+
+def cmdline(pid: str) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return raw.decode("utf-8", errors="replace").split("\0")
+
+
+def stat(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and parent pid; None once it has no /proc entry."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
+class Watch:
+    """Notes every process whose command line carries ``tag``, while it is open."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.seen: dict[int, list[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while True:
+            self.scan()
+            if self._stop.wait(0.01):
+                return
+
+    def scan(self) -> None:
+        # every time, not once per pid: a child seen between its fork and its
+        # exec still has its parent's command line
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                argv = cmdline(entry.name)
+                if any(self.tag in arg for arg in argv):
+                    self.seen[int(entry.name)] = argv
+
+    def servers(self) -> list[int]:
+        """The pids of the server itself (each start of it once)."""
+        return sorted(p for p, argv in self.seen.items() if argv[1:3] == [SERVERS, "agent"])
+
+    def grandchildren(self) -> list[int]:
+        return sorted(p for p, argv in self.seen.items() if f"grandchild-of-{self.tag}" in argv)
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.scan()
+
+    def assert_nothing_left(self, *, reaped_by_init: bool = False) -> None:
+        """Nothing seen runs on, nothing carries the tag, and no zombie is left
+        for this process to reap (its children are stead's to reap).
+
+        Bubblewrap's pid-namespace init is orphaned when its launcher is
+        killed, so the machine's init reaps it (this one takes a second or
+        two); with ``reaped_by_init``, wait for that too: then no pid seen has
+        a /proc entry at all.
+        """
+        assert self.servers(), "the watch saw no server: it proves nothing"
+        states = {pid: stat(pid) for pid in self.seen}
+        assert {p: s for p, s in states.items() if s and s[0] != "Z"} == {}, self.seen
+        ours = {p: s for p, s in states.items() if s and s[1] == os.getpid()}
+        assert ours == {}, "zombies of this process: stead did not reap them"
+        now = Watch(self.tag)
+        now.scan()
+        assert now.seen == {}
+        if reaped_by_init:
+            deadline = time.monotonic() + 10
+            while any(stat(pid) for pid in self.seen) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert {p: s for p in self.seen if (s := stat(p))} == {}
+
+
+@pytest.fixture
+def tag() -> str:
+    return f"stead-mcp-test-{uuid.uuid4().hex}"
+
+
+FAULTS = {
+    "crash": ["MCP server 'bad' exited with code 3 during the call to crash",
+              "crashing on purpose"],  # its stderr's tail
+    "hang": ["MCP server 'bad' did not finish the call to hang within 2s and was stopped",
+             "a hung server is not used again", "grandchild"],
+    "flood": ["MCP server 'bad' was stopped during the call to flood",
+              "more than 1 MiB on stdout that is not MCP"],
+    "badschema": ["MCP server 'bad' answered the call to badschema with a result it cannot "
+                  "give: Invalid structured content returned by tool badschema"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_faulty_call_fails_the_agent_goes_on_and_nothing_is_left(
+    tmp_path: Path, bwrap: BwrapSandbox, tag: str, fault: str
+) -> None:
+    script = [{"tool": f"bad__{fault}", "args": {}},
+              {"tool": "bad__echo", "args": {"text": "still here"}},
+              {"finish": "done"}]  # fmt: skip
+    rt, agent_id = make(tmp_path, bwrap, script, mcp=[agent_server(tag)])
+    began = time.monotonic()
+    with Watch(tag) as watch:
+        state = rt.run(agent_id).state
+    took = time.monotonic() - began
+    assert state.status == "completed", state.status_reason
+    failed, echoed = results(rt, agent_id)
+    assert failed["tool"] == f"bad__{fault}" and failed["ok"] is False
+    for part in FAULTS[fault]:
+        assert part in failed["error"], failed["error"]
+    # the next step ran, and its call succeeded: on the same server after a
+    # result off its schema (it lives), on a server started again otherwise
+    assert echoed["ok"] is True and echoed["output"] == "still here", echoed
+    assert len(watch.servers()) == (1 if fault == "badschema" else 2), watch.seen
+    # the failed call was effectful (no hints): its intent was journaled, and settled
+    (intent,) = events(rt, agent_id, Kind.TOOL_INTENT)
+    assert intent["call_id"] == failed["call_id"] and state.pending == {}
+    if fault == "hang":
+        assert took < 10  # stopped at the server's 2 s timeout, not the default 60 s
+        assert watch.grandchildren(), "the hung server's grandchild was never seen"
+    rt.close()
+    watch.assert_nothing_left()
+
+
+def test_a_server_that_dies_twice_fails_its_calls_until_the_next_activation(
+    tmp_path: Path, bwrap: BwrapSandbox, tag: str
+) -> None:
+    echo = {"tool": "bad__echo", "args": {"text": "hi"}}
+    crash = {"tool": "bad__crash", "args": {}}
+    script = [crash, echo, crash, echo, echo, {"finish": "done"}]
+    rt, agent_id = make(tmp_path, bwrap, script, mcp=[agent_server(tag)])
+    with Watch(tag) as watch:
+        state = rt.run(agent_id, max_steps=4).state  # one activation: four decisions
+    assert state.status == "running"
+    first, again, second, refused = results(rt, agent_id)
+    assert not first["ok"] and "exited with code 3 during the call to crash" in first["error"]
+    assert again["ok"] and again["output"] == "hi"  # started again once
+    assert not second["ok"] and "exited with code 3" in second["error"]
+    assert not refused["ok"]  # not started a third time
+    assert "MCP server bad stopped again after it was restarted" in refused["error"]
+    assert "its calls fail until the agent's next activation" in refused["error"]
+    assert "crashing on purpose" in refused["error"]  # the dead server's stderr
+    assert len(watch.servers()) == 2, watch.seen
+    watch.assert_nothing_left()  # the activation ended: its servers with it
+    with Watch(tag) as later:
+        state = rt.run(agent_id).state  # the next activation starts it afresh
+    assert state.status == "completed", state.status_reason
+    last = results(rt, agent_id)[-1]
+    assert last["ok"] and last["output"] == "hi", last
+    assert len(later.servers()) == 1
+    rt.close()
+    later.assert_nothing_left()
+    watch.seen.update(later.seen)  # both activations' processes: not one /proc entry left
+    watch.assert_nothing_left(reaped_by_init=True)
+
+
+class Seeing(ScriptedModel):
+    """The scripted model, keeping what it was shown at each step."""
+
+    def __init__(self, script: list[Any]) -> None:
+        super().__init__(ScriptedModel.from_data(script).decisions)
+        self.shown: list[RenderedContext] = []
+
+    def decide(self, context: RenderedContext) -> Decision:
+        self.shown.append(context)
+        return super().decide(context)
+
+
+def test_a_result_marked_iserror_is_a_failed_call_the_agent_sees(
+    tmp_path: Path, bwrap: BwrapSandbox, tag: str
+) -> None:
+    script = [{"tool": "bad__fail", "args": {}},
+              {"tool": "bad__echo", "args": {"text": "after"}},
+              {"finish": "done"}]  # fmt: skip
+    rt, agent_id = make(tmp_path, bwrap, script, mcp=[agent_server(tag)])
+    model = Seeing(script)
+    with Watch(tag) as watch:
+        state = rt.run(agent_id, model=model).state
+    assert state.status == "completed", state.status_reason
+    failed, echoed = results(rt, agent_id)
+    assert failed["ok"] is False and "output" not in failed
+    assert failed["error"] == "MCP tool 'fail' of server bad failed: the disk is on fire"
+    assert echoed["ok"] is True
+    # the model was shown the failure at its next step
+    assert "the disk is on fire" not in model.shown[0].text
+    assert "the disk is on fire" in model.shown[1].text
+    assert len(watch.servers()) == 1  # a failed tool is not a failed server
+    rt.close()
+    watch.assert_nothing_left()
+
+
+def test_a_server_whose_tools_change_is_listed_again_and_offered_next_activation(
+    tmp_path: Path, bwrap: BwrapSandbox
+) -> None:
+    """The ``listing`` server offers a tool per word of /workspace/tools.txt."""
+    (tmp_path / "seed").mkdir()
+    (tmp_path / "seed" / "tools.txt").write_text("alpha\n", encoding="utf-8")
+    listing = {"name": "lst", "command": ["python", SERVERS, "listing", "/workspace/tools.txt"],
+               "mounts": [str(HERE)]}  # fmt: skip
+    script = [
+        {"tool": "write_file", "args": {"path": "tools.txt", "content": "alpha beta\n"}},
+        {"tool": "lst__alpha", "args": {}},  # starts the server: it lists beta too now
+        {"tool": "lst__beta", "args": {}},  # not in this activation
+        {"tool": "lst__beta", "args": {}},  # in the next one
+        {"finish": "done"},
+    ]
+    rt, agent_id = make(tmp_path, bwrap, script, mcp=[listing], tools=["write_file"],
+                        workspace="seed")  # fmt: skip
+    (created,) = events(rt, agent_id, Kind.MCP_TOOLS_LISTED)
+    assert [t["name"] for t in created["tools"]] == ["echo", "alpha"]
+    assert "changed" not in created
+    assert sorted(rt.tools_for(rt.store.get_record(agent_id))) == [
+        "lst__alpha", "lst__echo", "write_file"
+    ]  # fmt: skip
+
+    state = rt.run(agent_id, max_steps=3).state
+    assert state.status == "running"
+    first, changed = events(rt, agent_id, Kind.MCP_TOOLS_LISTED)
+    assert first == created
+    assert changed["server"] == "lst" and changed["changed"] is True
+    assert [t["name"] for t in changed["tools"]] == ["echo", "alpha", "beta"]
+    assert changed["digest"] != created["digest"]
+    wrote, alpha, beta = results(rt, agent_id)
+    assert wrote["ok"] and alpha["ok"] and alpha["output"] == "alpha here"
+    assert not beta["ok"] and "unknown tool 'lst__beta'" in beta["error"]  # shown what it was
+    rt.close()
+
+    # the next activation, by another runtime on the same store, offers the new list
+    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock(),
+                 sandbox=bwrap)  # fmt: skip
+    tools = rt.tools_for(rt.store.get_record(agent_id))
+    assert sorted(tools) == ["lst__alpha", "lst__beta", "lst__echo", "write_file"]
+    assert "tool 'beta' of MCP server lst" in tools["lst__beta"].description
+    state = rt.run(agent_id).state
+    assert state.status == "completed", state.status_reason
+    last = results(rt, agent_id)[-1]
+    assert last["ok"] and last["output"] == "beta here", last
+    # the server listed what the agent was shown already: nothing new journaled
+    assert len(events(rt, agent_id, Kind.MCP_TOOLS_LISTED)) == 2
+    rt.close()
