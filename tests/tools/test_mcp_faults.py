@@ -204,7 +204,7 @@ def test_a_server_that_dies_twice_fails_its_calls_until_the_next_activation(
     assert again["ok"] and again["output"] == "hi"  # started again once
     assert not second["ok"] and "exited with code 3" in second["error"]
     assert not refused["ok"]  # not started a third time
-    assert "MCP server bad stopped again after it was restarted" in refused["error"]
+    assert "MCP server 'bad' stopped again after it was restarted" in refused["error"]
     assert "its calls fail until the agent's next activation" in refused["error"]
     assert "crashing on purpose" in refused["error"]  # the dead server's stderr
     assert len(watch.servers()) == 2, watch.seen

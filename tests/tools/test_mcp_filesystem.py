@@ -179,6 +179,6 @@ def test_without_its_mount_the_server_cannot_be_read_in_the_sandbox(
     with pytest.raises(McpServerError) as caught:
         make(tmp_path, bwrap, [{"finish": "x"}], mcp=[unmounted])
     message = str(caught.value)
-    assert "MCP server fs could not be listed, so the agent was not made" in message
+    assert "MCP server 'fs' could not be listed, so the agent was not made" in message
     assert "exited with code 1 before it was ready" in message
     assert "Cannot find module" in message and str(npm_dir / ENTRY) in message  # node's stderr

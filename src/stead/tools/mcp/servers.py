@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...canonical import dumps, sha256_hex
-from ...errors import McpServerError
+from ...errors import McpServerError, SecretError
 from ...sandbox.base import Limits, Sandbox
 from ...sandbox.bwrap import interpreter_paths
 from ..base import ToolContext
@@ -62,6 +62,13 @@ class Servers:
     def client(self, ctx: ToolContext, server: Mapping[str, Any]) -> McpClient:
         """A live connection to ``server``, started (or started again once) if needed."""
         name = str(server["name"])
+        if "url" in server and not ctx.network:
+            # the grant is checked at every call, not only when the server was reached
+            with self._lock:
+                stale = self._clients.pop(name, None)
+            if stale is not None:
+                stale.close()
+            raise McpServerError(_offline(name))
         with self._lock:
             found = self._clients.get(name)
             if found is not None and found.alive:
@@ -72,8 +79,9 @@ class Servers:
                 del self._clients[name]
                 if self._restarts.get(name, 0) >= RESTARTS:
                     raise McpServerError(
-                        f"MCP server {name} stopped again after it was restarted; its calls "
-                        f"fail until the agent's next activation. Its stderr ended: {tail!r}"
+                        f"MCP server {name!r} stopped again after it was restarted; its calls "
+                        f"fail until the agent's next activation. Its stderr ended: "
+                        f"{tail.strip() or '(nothing)'}"
                     )
                 self._restarts[name] = self._restarts.get(name, 0) + 1
             client = connect(ctx, server)
@@ -97,6 +105,13 @@ class Servers:
             clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             client.close()
+
+
+def _offline(name: str) -> str:
+    return (
+        f"MCP server {name!r} is reached over the network, and the agent holds no network "
+        "grant now; a person grants it (stead grant ID network --valid-for 1h)"
+    )
 
 
 def servers_of(ctx: ToolContext) -> tuple[Servers, bool]:
@@ -135,15 +150,12 @@ def connect(ctx: ToolContext, server: Mapping[str, Any]) -> McpClient:
     missing = sorted(set(server.get("secrets") or ()) - set(secrets))
     if missing:
         raise McpServerError(
-            f"MCP server {name} needs vault secret(s) {', '.join(missing)}, which are not "
+            f"MCP server {name!r} needs vault secret(s) {', '.join(missing)}, which are not "
             f"set; set them with `stead secret set`"
         )
     if "url" in server:
         if not ctx.network:
-            raise McpServerError(
-                f"MCP server {name} is reached over the network, and the agent holds no "
-                "network grant now; a person grants it (stead grant ID network --valid-for 1h)"
-            )
+            raise McpServerError(_offline(name))
         headers = {k: fill_secrets(v, secrets) for k, v in (server.get("headers") or {}).items()}
         return McpClient.http(str(server["url"]), headers, name=name)
     argv, readable = resolve(list(server["command"]))
@@ -211,11 +223,24 @@ def first_listings(servers: list[Mapping[str, Any]], base: ToolContext) -> list[
             tools = list_server(base, server)
         except McpServerError as exc:
             raise McpServerError(
-                f"the agent's MCP server {server['name']} could not be listed, so the "
+                f"the agent's MCP server {server['name']!r} could not be listed, so the "
                 f"agent was not made: {exc}"
             ) from None
         out.append({"server": server["name"], "tools": tools, "digest": listing_digest(tools)})
     return out
+
+
+def _listing_secrets(rt: Any, spec: AgentSpec, agent_id: str, names: list[str]) -> dict[str, str]:
+    if not names:
+        return {}
+    try:
+        found: dict[str, str] = rt.vault().for_call(spec.tenant, agent_id, names)
+    except SecretError as exc:
+        raise SecretError(
+            f"the agent's MCP servers are started to list their tools, and need vault "
+            f"secrets for it, so the agent was not made: {exc}"
+        ) from None
+    return found
 
 
 def listings(rt: Any, spec: AgentSpec, agent_id: str, root: Path) -> list[dict[str, Any]]:
@@ -232,7 +257,7 @@ def listings(rt: Any, spec: AgentSpec, agent_id: str, root: Path) -> list[dict[s
         idempotency_key="",
         workspace=root,
         sandbox=rt.sandbox,
-        secrets=rt.vault().for_call(spec.tenant, agent_id, names) if names else {},
+        secrets=_listing_secrets(rt, spec, agent_id, names),
         network=any(g.get("tool") == "network" for g in spec.scope or ()),
     )
     return first_listings(list(spec.mcp), ctx)
