@@ -75,3 +75,15 @@ def test_a_tool_whose_schema_is_unusable_is_not_offered() -> None:
               {"name": "bad", "inputSchema": {"type": "string"}},
               {"name": "worse", "inputSchema": {"type": "object", "properties": 3}}]  # fmt: skip
     assert list(make_tools({"name": "s"}, listed, lambda *_: {})) == ["s__ok"]
+
+
+def test_a_long_text_part_is_kept_whole_as_a_blob_and_its_start_journaled(
+    tmp_path: Path,
+) -> None:
+    long = "".join(f"line {i}\n" for i in range(20_000))
+    out = render({"content": [{"type": "text", "text": long}, {"type": "text", "text": "ok"}]},
+                 ctx(tmp_path))  # fmt: skip
+    first = out["content"][0]
+    assert first["cut"] is True and first["chars"] == len(long)
+    assert long.startswith(first["text"]) and len(first["text"]) < len(long)
+    assert BlobStore(tmp_path / "blobs").get(first["blob"]).decode() == long

@@ -14,8 +14,9 @@ and outcome. What is particular to MCP is decided here:
   anything else ``effectful``. A hint never overrides the spec, and
   :func:`effect_of` says where the two disagree (``stead mcp ls`` shows it).
 * **Arguments** are checked against the tool's ``inputSchema`` before a call.
-* **Results.** Text parts are kept as text; images, audio and binary
-  resources are stored as blobs and named by digest; structured content is
+* **Results.** Text parts are kept as text (a long one is stored whole as a
+  blob and its start kept); images, audio and binary resources are stored as
+  blobs and named by digest; structured content is
   kept as JSON. A result the server marks as an error is the model's to see,
   as a failed call.
 """
@@ -37,6 +38,8 @@ from ..base import Effect, ReconcileHook, Tool, ToolContext
 from ..registry import import_object
 
 MAX_NAME = 64
+LARGE_TEXT = 16 * 1024
+"""A text part longer than this is stored whole as a blob; the journal keeps its start."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 CallServer = Callable[[ToolContext, Mapping[str, Any], str, Mapping[str, Any]], dict[str, Any]]
@@ -186,7 +189,13 @@ def render(result: Mapping[str, Any], ctx: ToolContext) -> Any:
 def _part(part: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
     kind = str(part.get("type"))
     if kind == "text":
-        return {"type": "text", "text": str(part.get("text", ""))}
+        text = str(part.get("text", ""))
+        if len(text) <= LARGE_TEXT or ctx.put_blob is None:
+            return {"type": "text", "text": text}
+        # kept whole as a blob; the journal (and the model) get its start
+        digest = ctx.put_blob(text.encode("utf-8"))
+        return {"type": "text", "text": text[:LARGE_TEXT], "cut": True, "chars": len(text),
+                "blob": digest}  # fmt: skip
     if kind in ("image", "audio"):
         return {"type": kind, "mimeType": part.get("mimeType"), **_blob(part.get("data"), ctx)}
     if kind == "resource":
