@@ -87,3 +87,8 @@ def test_a_long_text_part_is_kept_whole_as_a_blob_and_its_start_journaled(
     assert first["cut"] is True and first["chars"] == len(long)
     assert long.startswith(first["text"]) and len(first["text"]) < len(long)
     assert BlobStore(tmp_path / "blobs").get(first["blob"]).decode() == long
+
+
+def test_a_lone_long_text_part_keeps_its_mark_of_being_cut(tmp_path: Path) -> None:
+    out = render({"content": [{"type": "text", "text": "x" * 40_000}]}, ctx(tmp_path))
+    assert out["content"][0]["cut"] is True and out["content"][0]["chars"] == 40_000

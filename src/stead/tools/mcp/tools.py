@@ -178,7 +178,7 @@ def render(result: Mapping[str, Any], ctx: ToolContext) -> Any:
     the parts (binary ones as blobs) and the structured content."""
     parts = [_part(p, ctx) for p in result.get("content") or [] if isinstance(p, Mapping)]
     structured = result.get("structuredContent")
-    if structured is None and len(parts) == 1 and parts[0].get("type") == "text":
+    if structured is None and len(parts) == 1 and set(parts[0]) == {"type", "text"}:
         return parts[0]["text"]
     out: dict[str, Any] = {"content": parts}
     if structured is not None:
