@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stead import FakeClock, Runtime, parse_spec
+from stead.store.base import Store
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
+from tests.postgres import postgres_store
 
 LEASE_TTL = 10.0
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
-    store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.db")
-    rt = Runtime(store, tmp_path / "data", clock=FakeClock(), lease_ttl=LEASE_TTL)
-    yield rt
-    rt.close()
+    with ExitStack() as cleanup:
+        store: Store
+        if request.param == "memory":
+            store = MemoryStore()
+        elif request.param == "sqlite":
+            store = SqliteStore(tmp_path / "s.db")
+        else:
+            store = cleanup.enter_context(postgres_store())
+        rt = Runtime(store, tmp_path / "data", clock=FakeClock(), lease_ttl=LEASE_TTL)
+        yield rt
+        rt.close()
 
 
 def make_agent(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,10 @@ from stead.integrity.audit import audit
 from stead.journal import NewEvent, seal
 from stead.runtime.worker import Worker
 from stead.state import fold
-from stead.store.base import AgentRecord, Batch
+from stead.store.base import AgentRecord, Batch, Store
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
+from tests.postgres import postgres_store
 
 
 def make_agents(rt: Runtime, tmp_path: Path, count: int, steps: int) -> list[str]:
@@ -34,10 +37,24 @@ def make_agents(rt: Runtime, tmp_path: Path, count: int, steps: int) -> list[str
     return [rt.create(spec).agent_id for _ in range(count)]
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@contextmanager
+def store_of(backend: str, tmp_path: Path) -> Iterator[Store]:
+    """A fresh store of ``backend``, closed (and a PostgreSQL schema dropped) afterwards."""
+    if backend == "postgres":
+        with postgres_store() as pg:
+            yield pg
+        return
+    with MemoryStore() if backend == "memory" else SqliteStore(tmp_path / "s.db") as store:
+        yield store
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
 def test_the_worker_runs_every_agent_to_the_end(tmp_path: Path, backend: str) -> None:
-    store = MemoryStore() if backend == "memory" else SqliteStore(tmp_path / "s.db")
-    rt = Runtime(store, tmp_path / "data", clock=SystemClock())
+    with store_of(backend, tmp_path) as store:
+        run_every_agent_to_the_end(Runtime(store, tmp_path / "data", clock=SystemClock()), tmp_path)
+
+
+def run_every_agent_to_the_end(rt: Runtime, tmp_path: Path) -> None:
     agents = make_agents(rt, tmp_path, count=24, steps=5)
     report = Worker(rt, concurrency=8).run_until_idle()
     assert report.ran == dict.fromkeys(agents, "completed")
@@ -61,9 +78,13 @@ def test_group_commit_puts_many_agents_in_one_transaction(tmp_path: Path) -> Non
     rt.close()
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
 def test_append_many_stores_good_batches_and_reports_bad_ones(tmp_path: Path, backend: str) -> None:
-    store = MemoryStore() if backend == "memory" else SqliteStore(tmp_path / "s.db")
+    with store_of(backend, tmp_path) as store:
+        good_batches_stored_bad_ones_reported(store)
+
+
+def good_batches_stored_bad_ones_reported(store: Store) -> None:
     states = {}
     for name in ("a", "b", "c"):
         rec = AgentRecord(f"ag_{name}", "default", name, {}, 1.0)
@@ -91,4 +112,3 @@ def test_append_many_stores_good_batches_and_reports_bad_ones(tmp_path: Path, ba
     assert store.load_state("ag_c").memory == {"x": "c"}
     assert store.load_state("ag_b").version == 1
     assert [e.seq for e in store.read_events("ag_b")] == [1]
-    store.close()

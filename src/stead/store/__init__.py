@@ -2,7 +2,9 @@
 
 ``memory:`` gives the in-memory reference store; ``sqlite:///PATH`` a SQLite file
 (``sqlite:///.stead/stead.db`` is relative to the current folder,
-``sqlite:////var/lib/stead.db`` absolute). Backends are imported only when used.
+``sqlite:////var/lib/stead.db`` absolute); ``postgresql://HOST/DB?schema=NAME`` a
+schema of a PostgreSQL database (the form in :mod:`stead.store.postgres_url`).
+Backends are imported only when used.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ def open_store(url: str, create: bool = True) -> Store:
             raise UsageError("the SQLite URL names no file; use sqlite:///PATH/TO/stead.db")
         return SqliteStore(path, create=create)
     if url.startswith(("postgresql://", "postgres://")):
-        raise UsageError("the PostgreSQL backend is not built yet; use a sqlite:/// URL")
+        from .postgres import PostgresStore
+
+        return PostgresStore(url, create=create)
     raise UsageError(
         f"unknown store URL {url!r}; use sqlite:///PATH (the default is "
-        f"{DEFAULT_URL}) or memory: for a throwaway store"
+        f"{DEFAULT_URL}), postgresql://HOST/DATABASE?schema=NAME, or memory: for a "
+        "throwaway store"
     )
 
 

@@ -7,7 +7,9 @@ A migration is SQL, or a function of the open transaction. The state row of
 an agent is a fold of its journal (:func:`stead.state.fold`): when a new
 stead folds existing events into something else (a new field, a changed
 rule), it appends :func:`refold_states`, so that every stored state is again
-exactly what its journal folds to (what ``stead audit verify`` checks).
+exactly what its journal folds to (what ``stead audit verify`` checks). The
+PostgreSQL backend keeps a list of its own (:mod:`stead.store.postgres_migrations`,
+with its own ``refold_states``): a change of the fold appends to both.
 """
 
 from __future__ import annotations

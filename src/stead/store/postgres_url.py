@@ -1,0 +1,87 @@
+"""What a ``postgresql://`` store URL names: a server, a database, a schema.
+
+The form is libpq's own URL, with two parameters of stead's::
+
+    postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?schema=NAME][&pool_max=N][&LIBPQ_PARAM=…]
+
+* ``schema``: the PostgreSQL schema stead's tables live in, made on first use
+  (a plain lowercase name: letters, digits, ``_``). Without it, the
+  connection's own search path decides (normally ``public``). Several stores
+  can share one database, each in a schema of its own, and a test can drop
+  its schema afterwards.
+* ``pool_max``: how many connections the store's pool may open (default 16).
+
+Everything else (``sslmode``, ``connect_timeout``, ``options``, …) goes to
+libpq as it is; ``connect_timeout`` defaults to 10 seconds and
+``application_name`` to ``stead``.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ..errors import UsageError
+
+DEFAULT_POOL_MAX = 16
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A parsed store URL: libpq's connection string and stead's own parameters."""
+
+    conninfo: str
+    schema: str | None
+    pool_max: int
+    where: str
+    """The server, database and schema, without credentials: for messages."""
+
+
+def parse(url: str) -> Target:
+    """Split stead's parameters off a ``postgresql://`` URL; refuse what cannot be used."""
+    parts = urllib.parse.urlsplit(url)
+    schema: str | None = None
+    pool_max = DEFAULT_POOL_MAX
+    options: list[str] = []
+    rest: list[tuple[str, str]] = []
+    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if key == "schema":
+            if not _SCHEMA.fullmatch(value):
+                raise UsageError(
+                    f"the store URL's schema {value!r} is not a plain schema name; use "
+                    "lowercase letters, digits and _ (at most 63), starting with a letter or _"
+                )
+            schema = value
+        elif key == "pool_max":
+            if not value.isdigit() or not 1 <= int(value) <= 1000:
+                raise UsageError(f"the store URL's pool_max {value!r} is not a number 1 to 1000")
+            pool_max = int(value)
+        elif key == "options":
+            options.append(value)
+        else:
+            rest.append((key, value))
+    if schema is not None:
+        options.append(f"-c search_path={schema}")
+    base = urllib.parse.urlunsplit(
+        parts._replace(query=urllib.parse.urlencode(rest, quote_via=urllib.parse.quote))
+    )
+    extra: dict[str, str] = {}
+    if options:
+        extra["options"] = " ".join(options)
+    try:
+        given = conninfo_to_dict(base)
+        extra.setdefault("connect_timeout", str(given.get("connect_timeout") or 10))
+        extra.setdefault("application_name", str(given.get("application_name") or "stead"))
+        conninfo = make_conninfo(base, **extra)
+    except psycopg.ProgrammingError as exc:
+        raise UsageError(f"cannot use the store URL: {exc}") from None
+    host = given.get("host") or "localhost"
+    where = f"postgresql://{host}:{given.get('port') or 5432}/{given.get('dbname') or ''}"
+    if schema is not None:
+        where += f"?schema={schema}"
+    return Target(conninfo, schema, pool_max, where)
