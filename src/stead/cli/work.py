@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import time
 from types import FrameType
 
 from rich.table import Table
@@ -44,7 +43,8 @@ def register(
         type=positive_seconds,
         default=1.0,
         metavar="SECONDS",
-        help="with --forever, how often to look for work (default 1)",
+        help="with --forever, how often to look for work (default 1); a PostgreSQL "
+        "store tells its workers of new work at once, so they can look seldom",
     )
     p.add_argument(
         "--hibernate-after",
@@ -78,7 +78,7 @@ def cmd_work(args: argparse.Namespace) -> int:
                 _merge(total, report)
                 if not args.forever or worker.stopping:
                     break
-                time.sleep(args.poll)
+                worker.wait_for_work(args.poll)  # told of work at once where the store can
         except KeyboardInterrupt:
             worker.stop()
         finally:

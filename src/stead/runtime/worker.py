@@ -20,8 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import LeaseHeld, SteadError, UsageError
-from ..snapshots.hibernation import hibernate
+from ..errors import LeaseHeld, SteadError
+from ..snapshots.hibernation import hibernate_idle
 from ..store.groupcommit import GroupCommitter
 from .activation import Outcome
 from .runtime import Runtime
@@ -69,22 +69,24 @@ class Worker:
 
     def hibernate_idle(self, report: WorkerReport) -> None:
         """Hibernate agents that have waited longer than ``hibernate_after``."""
-        if self.hibernate_after is None:
-            return
-        before = self.runtime.clock.now() - self.hibernate_after
-        for agent_id in self.runtime.store.idle_agents(before, self.tenant):
-            if self._stop.is_set():
-                return
-            try:
-                hibernate(self.runtime, agent_id, reason=f"idle for {self.hibernate_after:g}s")
-            except LeaseHeld:
-                continue  # someone is answering it right now: not idle after all
-            except UsageError:
-                continue  # not in a state to sleep now (woken, awaiting its restore)
-            except SteadError as exc:
-                report.errors[agent_id] = f"could not hibernate: {exc}"
-                continue
-            report.hibernated.append(agent_id)
+        if self.hibernate_after is not None:
+            slept, failed = hibernate_idle(
+                self.runtime, self.hibernate_after, self.tenant, self._stop.is_set
+            )
+            report.hibernated += slept
+            report.errors |= failed
+
+    def wait_for_work(self, poll: float) -> bool:
+        """Sleep until the store tells of new work, the earliest timer falls due, or
+        ``poll`` seconds pass; a :meth:`stop` ends it within a second."""
+        store, now = self.runtime.store, self.runtime.clock.now()
+        due = store.next_wake(self.tenant)  # a timer already due was this pass's
+        left = poll if due is None or due <= now else min(poll, due - now)
+        while left > 0 and not self._stop.is_set():
+            if store.wait_for_work(min(1.0, left)):
+                return True
+            left -= 1.0
+        return False
 
     @property
     def stopping(self) -> bool:

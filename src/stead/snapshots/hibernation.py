@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..canonical import dumps
@@ -37,6 +38,7 @@ from ..errors import (
     LeaseHeld,
     NotFound,
     SnapshotConsumed,
+    SteadError,
     UsageError,
 )
 from ..ids import new_id
@@ -236,3 +238,26 @@ def unpack(act: AgentPort, snap: SnapshotRecord) -> None:
         act.workspace.take_over(staging)
     finally:
         shutil.rmtree(staging.root, ignore_errors=True)
+
+
+def hibernate_idle(
+    rt: RuntimePort, idle_for: float, tenant: str | None, stopping: Callable[[], bool]
+) -> tuple[list[str], dict[str, str]]:
+    """Hibernate the agents that have waited longer than ``idle_for`` seconds (a
+    worker's end of pass); the ones hibernated, and why others could not be."""
+    slept: list[str] = []
+    failed: dict[str, str] = {}
+    for agent_id in rt.store.idle_agents(rt.clock.now() - idle_for, tenant):
+        if stopping():
+            break
+        try:
+            hibernate(rt, agent_id, reason=f"idle for {idle_for:g}s")
+        except LeaseHeld:
+            continue  # someone is answering it right now: not idle after all
+        except UsageError:
+            continue  # not in a state to sleep now (woken, awaiting its restore)
+        except SteadError as exc:
+            failed[agent_id] = f"could not hibernate: {exc}"
+            continue
+        slept.append(agent_id)
+    return slept, failed

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -510,6 +511,23 @@ class Store(abc.ABC):
     def idle_agents(self, before: float, tenant: str | None = None) -> list[str]:
         """Agents that wait (:data:`IDLE_STATUSES`, not hibernated) and last changed
         at or before ``before``: the ones a worker may hibernate."""
+
+    def next_wake(self, tenant: str | None = None) -> float | None:
+        """When the earliest timer of a waiting or hibernated agent falls due, if the
+        backend can say (None: none is set, or this backend does not tell). A
+        worker with nothing to do sleeps until then, or until :meth:`wait_for_work`."""
+        return None
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for another process to give an agent work (a
+        new agent, a message, an approval, a timer set); True if told of some.
+
+        A backend shared by workers on many hosts tells them (PostgreSQL:
+        ``LISTEN``/``NOTIFY``); one that cannot tell anyone just waits, and a
+        worker then finds new work at its next look.
+        """
+        time.sleep(max(0.0, timeout))
+        return False
 
     # -- lifecycle ------------------------------------------------------------
 

@@ -82,7 +82,7 @@ from ..errors import (
 )
 from ..journal import Event, Kind
 from ..state import State
-from . import postgres_snapshots, postgres_url
+from . import postgres_snapshots, postgres_url, postgres_wakeups
 from .anchors import Anchor, state_row
 from .base import (
     AgentRecord,
@@ -134,6 +134,8 @@ class PostgresStore(PostgresRows):
                 migrate(db, self.where, target.schema)
         except psycopg.OperationalError as exc:
             raise self._failed(exc) from None
+        self._channel = postgres_wakeups.channel(target.schema)
+        self._listener = postgres_wakeups.Listener(target.conninfo, self._channel)
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             target.conninfo,
             min_size=1,
@@ -180,7 +182,21 @@ class PostgresStore(PostgresRows):
             return recorded_version(db) or 0
 
     def close(self) -> None:
+        self._listener.close()
         self._pool.close()
+
+    # -- workers hearing of work (see stead.store.postgres_wakeups) ----------------
+
+    def next_wake(self, tenant: str | None = None) -> float | None:
+        with self._conn() as db:
+            return postgres_wakeups.next_wake(db, tenant)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        try:
+            return self._listener.wait(timeout)
+        except psycopg.OperationalError as exc:
+            self._listener.close()  # the next wait listens afresh
+            raise self._failed(exc) from exc
 
     # -- agents ---------------------------------------------------------------
 
@@ -212,6 +228,7 @@ class PostgresStore(PostgresRows):
                 )
             _insert_events(db, events)
             put_anchor(db, anchor)
+            postgres_wakeups.tell(db, self._channel, record.agent_id, None, state)
 
     def get_record(self, agent_id: str) -> AgentRecord:
         with self._conn() as db:
@@ -304,7 +321,8 @@ class PostgresStore(PostgresRows):
         # the lock first, the epoch after it, in a statement of its own: its snapshot
         # then includes any acquisition that committed while this one waited
         row = db.execute(
-            "SELECT version FROM agents WHERE agent_id = %s FOR UPDATE", (agent_id,)
+            "SELECT version, status, wake_at FROM agents WHERE agent_id = %s FOR UPDATE",
+            (agent_id,),
         ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}")
@@ -329,6 +347,7 @@ class PostgresStore(PostgresRows):
             (state.version, state.status, state_row(state, anchor), at, wake_at(state), agent_id),
         )
         put_anchor(db, anchor)
+        postgres_wakeups.tell(db, self._channel, agent_id, (row[1], row[2]), state)
         for ev in events:
             if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
                 postgres_snapshots.change(db, ev, state.tenant)

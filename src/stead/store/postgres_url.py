@@ -27,7 +27,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import UsageError
 
-DEFAULT_POOL_MAX = 16
+DEFAULT_POOL_MAX = 48
+"""Enough for ``stead work``'s default 32 agents at once, their heartbeats and the
+group committer, so threads seldom queue for a connection."""
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 

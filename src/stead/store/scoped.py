@@ -224,5 +224,13 @@ class TenantStore(Store):
             return []
         return self.inner.idle_agents(before, self.tenant)
 
+    def next_wake(self, tenant: str | None = None) -> float | None:
+        if tenant is not None and tenant != self.tenant:
+            return None
+        return self.inner.next_wake(self.tenant)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        return self.inner.wait_for_work(timeout)
+
     def close(self) -> None:
         self.inner.close()
