@@ -21,6 +21,7 @@ FORBIDDEN = {
     # mechanisms work through stead.ports, never through the runtime itself
     "integrity": {"runtime", "cli", "demo"},
     "snapshots": {"runtime", "cli", "demo"},
+    "messaging": {"runtime", "cli", "demo"},
     # pure decisions over state: no I/O of their own
     "governance": {"store", "runtime", "cli", "sandbox", "tools", "models", "demo"},
 }

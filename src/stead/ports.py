@@ -15,9 +15,11 @@ lives in the package that names it and imports nothing of ``runtime/``.
   agent's lease for a short piece of work (:meth:`RuntimePort.hold`) and append
   events as a person.
 * :class:`SecretRows` and :class:`Blobs`: what the vault and the workspace need
-  of a store (put and get a sealed secret; put and get a blob, and its stored
-  size for a snapshot's report), so that
-  ``sandbox/`` imports nothing of ``store/``.
+  of a store (put and get a sealed secret; put, get and forget a blob, and its
+  stored size for a snapshot's report), so that
+  ``sandbox/`` imports nothing of ``store/``. ``Blobs`` is also the interface
+  every blob backend implements for one tenant: the local folder, PostgreSQL
+  and S3 (:mod:`stead.store.blob_url`).
 
 Only the types are imported from the packages named here: this module is a
 leaf every package may import.
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
     from .sandbox.workspace import Manifest, Workspace
     from .state import State
     from .store.base import AgentRecord, Store
-    from .store.blobs import BlobStore
     from .tools.base import Tool, ToolContext
 
 
@@ -52,19 +53,27 @@ class SecretRows(Protocol):
 
 
 class Blobs(Protocol):
-    """Content-addressed storage a workspace scans into and restores from."""
+    """Content-addressed storage of one tenant, that a workspace scans into and restores from.
+
+    A tenant's blobs are its own: no digest names another tenant's content, and
+    a name that is not a SHA-256 digest names nothing.
+    """
 
     def has(self, digest: str) -> bool:
         """True when the blob with this sha256 hex digest is stored."""
 
     def put(self, data: bytes, digest: str | None = None) -> str:
-        """Store ``data``; return its digest."""
+        """Store ``data`` (once: storing it again changes nothing); return its digest."""
 
     def get(self, digest: str) -> bytes:
-        """The blob's bytes, checked against its digest."""
+        """The blob's bytes, checked against its digest: :class:`~stead.errors.NotFound`
+        if it is not stored, :class:`~stead.errors.IntegrityError` if it is damaged."""
 
     def stored_size(self, digest: str) -> int:
         """How many bytes the blob takes where it is stored (compressed, if it is)."""
+
+    def forget(self, digest: str) -> None:
+        """Delete the blob if it is stored: a write undone before anything named it."""
 
 
 class AgentPort(Protocol):
@@ -140,7 +149,7 @@ class RuntimePort(Protocol):
 
     def workspace(self, agent_id: str, tenant: str) -> Workspace: ...
 
-    def blobs(self, tenant: str) -> BlobStore: ...
+    def blobs(self, tenant: str) -> Blobs: ...
 
     def tools_for(self, record: AgentRecord) -> dict[str, Tool]:
         """The tools the agent's spec names, loaded."""
@@ -152,3 +161,8 @@ class RuntimePort(Protocol):
 
     def append_as_person(self, agent_id: str, build: Callable[[State], list[NewEvent]]) -> State:
         """Append what ``build`` makes of the current state, under a short lease."""
+
+
+Messenger = Callable[[AgentPort, Mapping[str, Any]], dict[str, Any]]
+"""Delivers an agent's message or delegation action; returns what to journal of it
+(``ok``, and ``message`` or ``error``). See :mod:`stead.messaging.delivery`."""

@@ -138,7 +138,7 @@ def test_a_delegation_delivered_again_long_after_is_still_a_replay(tmp_path: Pat
     delegation's is found in the receiver's ledger for good: a sender's very late
     retry never records the grant twice."""
     from stead.integrity.keys import ensure_identity
-    from stead.runtime.messages import _deliver, make_envelope
+    from stead.messaging.delivery import _deliver, make_envelope
 
     clock = FakeClock()
     rt = runtime_at(tmp_path, clock)

@@ -15,7 +15,7 @@ from stead import FakeClock, Kind, Runtime
 from stead.errors import NotFound, SteadError
 from stead.governance.identity import new_key_pair, sign
 from stead.integrity.keys import ensure_identity
-from stead.runtime.messages import deliver, make_envelope
+from stead.messaging.delivery import deliver, make_envelope
 
 from .agents import RUNS, VAULT_KEY, make_agent, run, runtime_at
 

@@ -1,6 +1,6 @@
 """Whether an envelope from another agent may be accepted: a pure decision.
 
-The runtime (:mod:`stead.runtime.messages`) loads the claimed sender's state
+The runtime (:mod:`stead.messaging.delivery`) loads the claimed sender's state
 from the store and records the outcome; this module only decides, from the two
 agents' states, the envelope and the time: the signature by the sender's own
 key, its age, the grants it claims, and whether a delegation is narrower than

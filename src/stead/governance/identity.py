@@ -14,7 +14,7 @@ of a grant, or a sub-agent's result::
 
 The signature covers the canonical JSON of everything but ``sig``. Whatever
 the body claims about permissions is never trusted: the receiver checks the
-sender's grants in the ledger (see :mod:`stead.runtime.messages`).
+sender's grants in the ledger (see :mod:`stead.messaging.delivery`).
 """
 
 from __future__ import annotations

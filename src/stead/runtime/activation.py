@@ -44,6 +44,7 @@ from ..integrity.provenance import FlowTracer, journaled_output
 from ..integrity.watch import Watch
 from ..journal import Event, NewEvent, seal
 from ..models.base import Model
+from ..ports import Messenger
 from ..redaction import Redactor
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, openable
@@ -55,7 +56,7 @@ from ..store.groupcommit import GroupCommitter
 from ..tools.base import Tool, ToolContext
 from . import steps, toolcall
 from .context import Renderer
-from .governed import Governor, Messenger
+from .governed import Governor
 from .heartbeat import Heartbeat
 from .leases import ensure_held, holder_is_dead_here, this_worker
 from .limits import tool_limits

@@ -11,7 +11,7 @@ refused and recorded the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
@@ -172,9 +172,6 @@ class Governor:
         )
 
 
-Messenger = Callable[["AgentPort", Mapping[str, Any]], dict[str, Any]]
-"""Delivers an agent's message or delegation action; returns what to journal of it
-(``ok``, and ``message`` or ``error``). See :mod:`.messages`."""
 
 
 def is_escalation(kind: str) -> bool:

@@ -34,6 +34,7 @@ from ..integrity.provenance import Graph
 from ..integrity.rollback import RollbackReport, rollback
 from ..integrity.watch import monitors_for
 from ..journal import Event, Kind, NewEvent
+from ..messaging.delivery import messenger_for
 from ..models.actions import check_tool_names
 from ..models.base import Decision, Model, RenderedContext
 from ..models.registry import effective_spec, model_for
@@ -57,7 +58,6 @@ from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions
-from .messages import messenger_for
 from .recovery import recover
 
 RESOLUTIONS = ("done", "retry", "abort")
@@ -164,6 +164,7 @@ class Runtime(AuthorityActions):
         on_commit: Callable[[Sequence[Event]], None] | None = None,
         committer: GroupCommitter | None = None,
         record_model: Path | None = None,
+        owner: str | None = None,
     ) -> Outcome:
         """Take the agent's lease, recover, and run it until it stops.
 
@@ -199,6 +200,7 @@ class Runtime(AuthorityActions):
             messenger=messenger_for(self),
             certify=certifier_for(self),
             rebuild_model=build if built else None,
+            owner=owner,  # a worker's claim: the lease it took for this agent
         )
         act.acquire()
         try:

@@ -16,14 +16,17 @@ a tool, and the commits are what grouping saves.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import LeaseHeld, SteadError
 from ..snapshots.hibernation import hibernate_idle
+from ..store.base import Lease
 from ..store.groupcommit import GroupCommitter
 from .activation import Outcome
+from .leases import this_worker
 from .runtime import Runtime
 
 
@@ -103,14 +106,17 @@ class Worker:
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="stead-agent") as pool:
                 for _ in range(max_passes):
-                    todo = [
+                    claimed = {lease.agent_id: lease for lease in self.claim() or []}
+                    todo = list(claimed) or [
                         a
                         for a in self.runnable()
                         if a not in report.busy and a not in report.errors
                     ]
                     if not todo or self._stop.is_set():
                         break
-                    futures = {a: pool.submit(self._run_one, a, committer) for a in todo}
+                    futures = {
+                        a: pool.submit(self._run_one, a, committer, claimed.get(a)) for a in todo
+                    }
                     for agent_id, future in futures.items():
                         self._collect(agent_id, future, report)
         finally:
@@ -119,10 +125,23 @@ class Worker:
         self.hibernate_idle(report)
         return report
 
-    def _run_one(self, agent_id: str, committer: GroupCommitter) -> Outcome | None:
+    def claim(self) -> list[Lease] | None:
+        """Leases of agents with work, taken for this worker (where the store claims)."""
+        rt = self.runtime
+        owner = f"{this_worker()}:{time.monotonic_ns()}"
+        return rt.store.claim(owner, rt.lease_ttl, rt.clock.now(), self.concurrency, self.tenant)
+
+    def _run_one(
+        self, agent_id: str, committer: GroupCommitter, lease: Lease | None = None
+    ) -> Outcome | None:
         if self._stop.is_set():
+            if lease is not None:  # claimed, not run: others may take it at once
+                self.runtime.store.release_lease(lease)
             return None
-        return self.runtime.run(agent_id, committer=committer, max_steps=self.max_steps)
+        owner = lease.owner if lease is not None else None
+        return self.runtime.run(
+            agent_id, committer=committer, max_steps=self.max_steps, owner=owner
+        )
 
     def _collect(self, agent_id: str, future: Future[Outcome | None], report: WorkerReport) -> None:
         try:

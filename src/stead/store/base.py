@@ -512,6 +512,15 @@ class Store(abc.ABC):
         """Agents that wait (:data:`IDLE_STATUSES`, not hibernated) and last changed
         at or before ``before``: the ones a worker may hibernate."""
 
+    def claim(
+        self, owner: str, ttl: float, now: float, limit: int, tenant: str | None = None
+    ) -> list[Lease] | None:
+        """Take the leases of up to ``limit`` agents with work that no live lease holds,
+        for ``owner``, at once: workers on many hosts claiming together each get
+        different agents. None where the backend does not claim (a worker then
+        tries the agents :meth:`agents_to_run` lists, and their leases decide)."""
+        return None
+
     def next_wake(self, tenant: str | None = None) -> float | None:
         """When the earliest timer of a waiting or hibernated agent falls due, if the
         backend can say (None: none is set, or this backend does not tell). A

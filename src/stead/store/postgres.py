@@ -191,6 +191,13 @@ class PostgresStore(PostgresRows):
         with self._conn() as db:
             return postgres_wakeups.next_wake(db, tenant)
 
+    def claim(
+        self, owner: str, ttl: float, now: float, limit: int, tenant: str | None = None
+    ) -> list[Lease] | None:
+        with self._tx() as db:
+            taken = postgres_wakeups.claim(db, owner, ttl, now, limit, tenant)
+        return [Lease(agent_id, owner, epoch, now + ttl) for agent_id, epoch in taken]
+
     def wait_for_work(self, timeout: float) -> bool:
         try:
             return self._listener.wait(timeout)

@@ -86,3 +86,30 @@ class Listener:
             with contextlib.suppress(psycopg.Error):
                 self._db.close()
             self._db = None
+
+
+def claim(
+    db: Conn, owner: str, ttl: float, now: float, limit: int, tenant: str | None
+) -> list[tuple[str, int]]:
+    """In one transaction: lock up to ``limit`` agents with work whose lease has lapsed
+    (or that have none), skipping rows another worker has locked (it is claiming or
+    writing them), and take their leases for ``owner``; (agent, epoch) of each."""
+    where, params = ("", ()) if tenant is None else (" AND a.tenant = %s", (tenant,))
+    rows = db.execute(
+        "SELECT a.agent_id FROM agents a LEFT JOIN leases l ON l.agent_id = a.agent_id "
+        "WHERE (a.status IN ('created', 'running') OR (a.status IN ('waiting', 'hibernated') "
+        "AND a.wake_at <= %s)) AND (l.agent_id IS NULL OR l.expires_at <= %s)" + where
+        + " ORDER BY a.agent_id LIMIT %s FOR UPDATE OF a SKIP LOCKED",
+        (now, now, *params, limit),
+    ).fetchall()
+    taken = []
+    for (agent_id,) in rows:
+        got = db.execute(
+            "INSERT INTO leases AS l (agent_id, owner, epoch, expires_at) VALUES (%s, %s, 1, %s) "
+            "ON CONFLICT (agent_id) DO UPDATE SET owner = EXCLUDED.owner, epoch = l.epoch + 1, "
+            "expires_at = EXCLUDED.expires_at WHERE l.expires_at <= %s RETURNING l.epoch",
+            (agent_id, owner, now + ttl, now),
+        ).fetchone()
+        if got is not None:
+            taken.append((str(agent_id), int(got[0])))
+    return taken

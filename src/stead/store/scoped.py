@@ -224,6 +224,13 @@ class TenantStore(Store):
             return []
         return self.inner.idle_agents(before, self.tenant)
 
+    def claim(
+        self, owner: str, ttl: float, now: float, limit: int, tenant: str | None = None
+    ) -> list[Lease] | None:
+        if tenant is not None and tenant != self.tenant:
+            return []
+        return self.inner.claim(owner, ttl, now, limit, self.tenant)
+
     def next_wake(self, tenant: str | None = None) -> float | None:
         if tenant is not None and tenant != self.tenant:
             return None

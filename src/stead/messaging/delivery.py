@@ -42,10 +42,9 @@ from ..integrity.keys import forget_identity, mint_identity
 from ..journal import Kind, NewEvent
 from ..state import State
 from ..store.scoped import TenantStore
-from .governed import Messenger
 
 if TYPE_CHECKING:
-    from ..ports import AgentPort, RuntimePort
+    from ..ports import AgentPort, Messenger, RuntimePort
 
 
 def make_envelope(
