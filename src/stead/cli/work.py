@@ -54,11 +54,21 @@ def register(
         help="hibernate agents that have waited this long (default 300)",
     )
     p.add_argument("--no-hibernate", action="store_true", help="never hibernate idle agents")
+    p.add_argument(
+        "--lease-ttl",
+        type=positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long an agent's lease lasts unrenewed (default 30): how soon other "
+        "workers take over the agents of one that stopped",
+    )
     p.set_defaults(func=cmd_work)
 
 
 def cmd_work(args: argparse.Namespace) -> int:
     with runtime_for(args) as rt:
+        if args.lease_ttl is not None:
+            rt.lease_ttl = args.lease_ttl
         worker = Worker(
             rt,
             concurrency=args.concurrency,
