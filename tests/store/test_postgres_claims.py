@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.postgres import fresh_schema, url_for
 
 from stead import FakeClock, Runtime, parse_spec
 from stead.runtime.worker import Worker
 from stead.store.postgres import PostgresStore
-
-from tests.postgres import fresh_schema, url_for
 
 AGENTS = 24
 
