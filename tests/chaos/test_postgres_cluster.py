@@ -9,6 +9,7 @@ audits clean.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections import Counter
@@ -78,4 +79,45 @@ def test_a_killed_workers_agents_finish_on_the_others_exactly_once(tmp_path: Pat
             starts = [e for e in rt.store.read_events(agent_id) if e.kind == "activation_started"]
             taken_over += len(starts) > 1
         assert taken_over >= 1, "the killed worker held no agent: kill it earlier"
+        rt.close()
+
+
+@pytest.mark.chaos
+def test_a_worker_stopped_past_its_lease_writes_nothing_when_it_goes_on(tmp_path: Path) -> None:
+    """SIGSTOP a worker inside a call until its lease lapses; another worker takes the
+    agent over and finishes it; SIGCONT the first: the fencing epoch refuses its
+    writes, none of them is journaled, and no effect happens twice."""
+    with fresh_schema() as schema:
+        cli = PostgresCli(tmp_path, url_for(schema))
+        script = [{"tool": "slow_idempotent", "args": {"seconds": 0.4}} for _ in range(6)]
+        spec = load_spec(write_spec(tmp_path / "spec", [*script, {"finish": "done"}]))
+        rt = Runtime(PostgresStore(cli.url), cli.data_dir)
+        agent_id = rt.create(spec).agent_id
+        args = ("work", "--lease-ttl", "1", "--concurrency", "1", "--no-hibernate", "--json")
+        first = cli.popen(*args)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done = [e for e in rt.store.read_events(agent_id) if e.kind == "tool_result"]
+            if len(done) >= 2:
+                break
+            time.sleep(0.02)
+        first.send_signal(signal.SIGSTOP)  # inside its third call
+        stopped_epoch = rt.store.get_lease(agent_id).epoch  # type: ignore[union-attr]
+        time.sleep(1.5)  # its lease lapses
+        second = cli.run(*args, timeout=60)
+        assert second.returncode == 0, second.stderr
+        assert rt.store.load_state(agent_id).status == "completed"
+        version = rt.store.load_state(agent_id).version
+        first.send_signal(signal.SIGCONT)
+        out, said = first.communicate(timeout=60)
+        # it went on, tried to write, and was refused: nothing of it reached the journal
+        assert rt.store.load_state(agent_id).version == version
+        events = list(rt.store.read_events(agent_id))
+        took_over = next(e.seq for e in events if e.epoch > stopped_epoch)
+        assert all(e.epoch > stopped_epoch for e in events[took_over - 1 :])
+        assert audit(rt.store, agent_id).ok
+        lines = Counter(cli.ledger_lines())
+        assert len(lines) == 6 and all(n == 1 for n in lines.values()), lines
+        report = json.loads(out)  # its own report names the refusal
+        assert "epoch" in report["errors"][agent_id], (report, said[-2000:])
         rt.close()
