@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,3 +29,12 @@ def bwrap() -> BwrapSandbox:
     if found is None:
         missing(f"no sandbox on this machine: {why}", "be able to sandbox")
     return found
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A local S3-compatible server (moto's) for the session; tests make their own buckets."""
+    from .s3 import moto_server
+
+    with moto_server() as endpoint:
+        yield endpoint

@@ -43,7 +43,7 @@ from stead.store.postgres_url import parse
 T0 = 1_767_225_600.0
 TTL = 30.0
 TABLES = {
-    "agents", "anchors", "events", "leases", "policies", "schema_migrations", "secrets",
+    "agents", "anchors", "blobs", "events", "leases", "policies", "schema_migrations", "secrets",
     "signals", "snapshots",
 }  # fmt: skip
 

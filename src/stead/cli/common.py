@@ -47,6 +47,14 @@ def common_options() -> argparse.ArgumentParser:
         help="folder for blobs and workspaces (default: beside a SQLite store, or $STEAD_DATA_DIR)",
     )
     p.add_argument(
+        "--blobs",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help="where workspaces' content is kept, for every host that runs the agents: "
+        "file:///PATH, postgresql://HOST/DB?schema=NAME or s3://BUCKET/PREFIX "
+        "(default: $STEAD_BLOBS, else DATA_DIR/blobs on this host)",
+    )
+    p.add_argument(
         "--tenant",
         default=argparse.SUPPRESS,
         metavar="T",
@@ -133,7 +141,8 @@ def runtime_for(args: argparse.Namespace, reads_only: bool = False) -> Iterator[
     if data_dir is None:
         data_dir = str(Path(".stead").resolve())
     tenant = tenant_of(args)
-    rt = Runtime(open_store(url, create=not reads_only), data_dir, tenant=tenant)
+    blobs = getattr(args, "blobs", None) or os.environ.get("STEAD_BLOBS") or None
+    rt = Runtime(open_store(url, create=not reads_only), data_dir, tenant=tenant, blobs=blobs)
     try:
         yield rt
     finally:

@@ -48,7 +48,7 @@ from ..spec import AgentSpec, parse_model_field
 from ..state import State
 from ..store import open_store
 from ..store.base import AgentRecord, SnapshotRecord, Store
-from ..store.blobs import BlobStore
+from ..store.blob_url import Blobs, open_blobs
 from ..store.groupcommit import GroupCommitter
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
@@ -64,7 +64,7 @@ RESOLUTIONS = ("done", "retry", "abort")
 
 
 class Runtime(AuthorityActions):
-    """Agents in one store, with their blobs and workspaces under ``data_dir``."""
+    """Agents in one store; workspaces under ``data_dir``, blobs there or at ``blobs`` (a URL)."""
 
     def __init__(
         self,
@@ -75,6 +75,7 @@ class Runtime(AuthorityActions):
         sandbox: Sandbox | None = None,
         secret_key: bytes | None = None,
         tenant: str | None = None,
+        blobs: str | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         if tenant is not None:
@@ -85,6 +86,7 @@ class Runtime(AuthorityActions):
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="stead-")
         self.data_dir = Path(data_dir)
+        self._blobs = open_blobs(blobs, self.data_dir / "blobs")  # see stead.store.blob_url
         self.clock = clock or SystemClock()
         self.lease_ttl = lease_ttl
         self.sandbox = sandbox
@@ -100,13 +102,14 @@ class Runtime(AuthorityActions):
 
     def close(self) -> None:
         self.store.close()
+        self._blobs.close()
 
     def workspace(self, agent_id: str, tenant: str) -> Workspace:
         return Workspace(self.data_dir / "workspaces" / tenant / agent_id, self.blobs(tenant))
 
-    def blobs(self, tenant: str) -> BlobStore:
+    def blobs(self, tenant: str) -> Blobs:
         """A tenant's own blob store: no tenant can name another's content."""
-        return BlobStore(self.data_dir / "blobs" / tenant)
+        return self._blobs.tenant(tenant)
 
     # -- creating -------------------------------------------------------------
 

@@ -20,6 +20,9 @@ snapshots, anchors), written for PostgreSQL:
 * times are ``double precision`` (seconds since the epoch, as the clock gives
   them), so a value reads back as the same float it was written as.
 
+Migration 2 adds the ``blobs`` table of :mod:`stead.store.postgres_blobs`
+(PostgreSQL only: a SQLite store keeps its blobs in a folder).
+
 When a new stead folds existing events into something else, it appends
 :func:`refold_states` to this list as well as to SQLite's.
 """
@@ -174,6 +177,20 @@ MIGRATIONS: list[Migration] = [
         public_key TEXT NOT NULL,
         signature  TEXT NOT NULL
     );
+    """,
+    # 2: blobs, when --blobs names this schema (stead.store.postgres_blobs): one row per
+    # tenant and digest, holding the bytes a blob folder would (zstandard when smaller).
+    # Stored out of line and not compressed again: PostgreSQL's own compression would
+    # only spend time on bytes that are compressed already.
+    """
+    CREATE TABLE blobs (
+        tenant TEXT COLLATE "C" NOT NULL,
+        digest TEXT COLLATE "C" NOT NULL,
+        data   BYTEA NOT NULL,
+        size   BIGINT NOT NULL,
+        PRIMARY KEY (tenant, digest)
+    );
+    ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL;
     """,
 ]
 
