@@ -172,7 +172,5 @@ class Governor:
         )
 
 
-
-
 def is_escalation(kind: str) -> bool:
     return kind in ESCALATION_REASONS

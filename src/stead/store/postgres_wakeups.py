@@ -98,7 +98,8 @@ def claim(
     rows = db.execute(
         "SELECT a.agent_id FROM agents a LEFT JOIN leases l ON l.agent_id = a.agent_id "
         "WHERE (a.status IN ('created', 'running') OR (a.status IN ('waiting', 'hibernated') "
-        "AND a.wake_at <= %s)) AND (l.agent_id IS NULL OR l.expires_at <= %s)" + where
+        "AND a.wake_at <= %s)) AND (l.agent_id IS NULL OR l.expires_at <= %s)"
+        + where
         + " ORDER BY a.agent_id LIMIT %s FOR UPDATE OF a SKIP LOCKED",
         (now, now, *params, limit),
     ).fetchall()
