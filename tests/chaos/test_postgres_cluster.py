@@ -10,17 +10,22 @@ audits clean.
 from __future__ import annotations
 
 import json
+import secrets
 import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from stead import Runtime, load_spec
 from stead.integrity.audit import audit
 from stead.store.postgres import PostgresStore
-from tests.postgres import fresh_schema, url_for
+from tests.needs import missing
+from tests.postgres import SERVER, fresh_schema, url_for
 
 from .cli_helpers import Cli, write_spec
 
@@ -121,3 +126,92 @@ def test_a_worker_stopped_past_its_lease_writes_nothing_when_it_goes_on(tmp_path
         report = json.loads(out)  # its own report names the refusal
         assert "epoch" in report["errors"][agent_id], (report, said[-2000:])
         rt.close()
+
+
+def _restart_postgres() -> None:
+    clusters = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True,
+                              check=False)  # fmt: skip
+    if clusters.returncode != 0 or not clusters.stdout.split():
+        missing("no pg_ctlcluster here to restart PostgreSQL with", "manage its PostgreSQL")
+    version, name = clusters.stdout.split()[:2]
+    done = subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", "--mode", "fast",
+                           version, name, "restart"], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    if done.returncode != 0:
+        missing(f"cannot restart PostgreSQL here: {done.stderr.strip()}", "restart its PostgreSQL")
+
+
+def _statuses(url: str, agents: list[str]) -> list[str]:
+    """The agents' statuses, through a connection of its own (the server may be down)."""
+    try:
+        with psycopg.connect(SERVER, autocommit=True, connect_timeout=2) as db:
+            schema = url.rpartition("schema=")[2]
+            rows = db.execute(
+                sql.SQL("SELECT agent_id, status FROM {}.agents").format(sql.Identifier(schema))
+            ).fetchall()
+    except psycopg.OperationalError:
+        return []
+    found = dict(rows)
+    return [str(found.get(a)) for a in agents]
+
+
+@pytest.mark.chaos
+def test_a_postgresql_restart_mid_run_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    """The workers' connections die with the server; they wait for it, reconnect and go
+    on: every agent completes, every effect exactly once, every journal audits clean."""
+    schema = f"stead_test_{secrets.token_hex(6)}"
+    url = url_for(schema)
+    cli = PostgresCli(tmp_path, url, STEAD_TEST_PAUSE="0.1")
+    script = [
+        {"tool": "append_idempotent" if n % 2 else "append_reconciled", "args": {"n": n}}
+        for n in range(DECISIONS)
+    ] + [{"finish": "done"}]
+    spec = load_spec(write_spec(tmp_path / "spec", script))
+    rt = Runtime(PostgresStore(url), cli.data_dir)
+    agents = [rt.create(spec).agent_id for _ in range(6)]
+    rt.close()
+    workers = [
+        cli.popen("work", "--forever", "--poll", "0.5", "--lease-ttl", "2", "--concurrency", "3",
+                  "--no-hibernate")
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        time.sleep(1.0)  # well into the agents' steps
+        _restart_postgres()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if _statuses(url, agents) == ["completed"] * len(agents):
+                break
+            time.sleep(0.3)
+        assert _statuses(url, agents) == ["completed"] * len(agents)
+        # and again while they are idle, looking for work twice a second: they find
+        # the store gone, wait for it, and take the next agent when it is back
+        _restart_postgres()
+        time.sleep(1.0)
+        rt = Runtime(PostgresStore(url), cli.data_dir)
+        agents.append(rt.create(spec).agent_id)
+        rt.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _statuses(url, agents)[-1] != "completed":
+            time.sleep(0.3)
+        assert _statuses(url, agents) == ["completed"] * len(agents)
+        assert [w.poll() for w in workers] == [None, None]  # they rode it out
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w in workers:
+            w.communicate(timeout=30)
+    lines = Counter(cli.ledger_lines())
+    assert len(lines) == 7 * DECISIONS and all(n == 1 for n in lines.values()), lines
+    store = PostgresStore(url)
+    try:
+        cut = 0
+        for agent_id in agents:
+            assert audit(store, agent_id).ok
+            starts = [e for e in store.read_events(agent_id) if e.kind == "activation_started"]
+            cut += len(starts) > 1
+        assert cut >= 1, "no activation met the restart: restart earlier"
+    finally:
+        store.close()
+        with psycopg.connect(SERVER, autocommit=True) as db:
+            db.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

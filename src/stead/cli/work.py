@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import signal
+import time
 from types import FrameType
 
 from rich.table import Table
 
+from ..errors import StoreUnusable
 from ..runtime.worker import Worker, WorkerReport
 from .common import (
     EXIT_COMPLETED,
@@ -84,11 +86,19 @@ def cmd_work(args: argparse.Namespace) -> int:
         total = WorkerReport()
         try:
             while True:
-                report = worker.run_until_idle()
-                _merge(total, report)
-                if not args.forever or worker.stopping:
-                    break
-                worker.wait_for_work(args.poll)  # told of work at once where the store can
+                try:
+                    report = worker.run_until_idle()
+                    _merge(total, report)
+                    if not args.forever or worker.stopping:
+                        break
+                    worker.wait_for_work(args.poll)  # told of work at once where the store can
+                except StoreUnusable as exc:
+                    if not args.forever:
+                        raise
+                    # a restart or a cut link: what was committed stays, what was not is
+                    # redone by whoever holds the agent next; look again soon
+                    err.print(f"the store cannot be used now ({exc}); trying again", markup=False)
+                    time.sleep(min(args.poll, 1.0))
         except KeyboardInterrupt:
             worker.stop()
         finally:

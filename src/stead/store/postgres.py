@@ -166,6 +166,7 @@ class PostgresStore(PostgresRows):
             with self._pool.connection() as db:
                 yield db
         except psycopg.OperationalError as exc:
+            self._purge(exc)
             raise self._failed(exc) from exc
 
     @contextlib.contextmanager
@@ -174,7 +175,15 @@ class PostgresStore(PostgresRows):
             with self._pool.connection() as db, db.transaction():
                 yield db
         except psycopg.OperationalError as exc:
+            self._purge(exc)
             raise self._failed(exc) from exc
+
+    def _purge(self, exc: psycopg.OperationalError) -> None:
+        """After a lost connection, drop every dead one from the pool: a server that
+        restarted ended them all, and each would fail one more call."""
+        if not isinstance(exc, psycopg.errors.TransactionRollback):
+            with contextlib.suppress(Exception):
+                self._pool.check()
 
     def recorded_schema_version(self) -> int:
         """The highest schema version recorded in the store's schema."""
