@@ -152,3 +152,43 @@ def test_the_command_line_wakes_it_on_another_host(
     code, out, err = run_text(capsys, "wake", "ag_far", *where_b)
     assert code == 3 and "waiting" in out, out + err
     assert files_of(tmp_path / "host-b" / "workspaces" / "default" / "ag_far") == FILES
+
+
+def test_two_hosts_restoring_one_snapshot_at_once_exactly_one_wins(tmp_path: Path) -> None:
+    """Two workers on two hosts wake the same hibernated agent at the same moment:
+    the snapshot is consumed once, by one of them; the other is refused."""
+    import threading
+
+    from stead.errors import LeaseHeld, SnapshotConsumed, StoreError
+
+    with ExitStack() as cleanup:
+        url = postgres.url_for(cleanup.enter_context(postgres.fresh_schema()))
+        agent = hibernated_on_host_a(tmp_path, url, url)
+        hosts = [host(tmp_path, name, url, url) for name in ("host-b", "host-c")]
+        gate = threading.Barrier(len(hosts))
+        outcome: dict[str, str] = {}
+
+        def wake(rt: Runtime, name: str) -> None:
+            gate.wait()
+            try:
+                rt.wake(agent)
+                outcome[name] = "restored"
+            except (SnapshotConsumed, LeaseHeld, StoreError) as exc:
+                outcome[name] = f"refused: {type(exc).__name__}"
+
+        threads = [threading.Thread(target=wake, args=(rt, n))
+                   for rt, n in zip(hosts, ("b", "c"), strict=True)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        try:
+            refused, restored = sorted(outcome.values())
+            assert restored == "restored" and refused.startswith("refused: "), outcome
+            kinds = [e.kind for e in hosts[0].store.read_events(agent)]
+            assert kinds.count(Kind.RESTORED) == 1
+            (snapshot,) = hosts[0].store.list_snapshots(agent)
+            assert snapshot.consumed_at is not None
+        finally:
+            for rt in hosts:
+                rt.close()
