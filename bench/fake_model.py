@@ -11,13 +11,18 @@ conversation, the request, the answer's parsing and checking, not a model.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from bench.workload import decision_data
+
+LATENCY = float(os.environ.get("BENCH_MODEL_LATENCY", "0"))
+"""Seconds the service waits before each answer (``BENCH_MODEL_LATENCY``; 0 by default)."""
 
 
 def _answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        time.sleep(LATENCY)  # a real model thinks before it answers
         payload = json.dumps(_answer(body)).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -65,9 +71,14 @@ class FakeModelServer:
     is not counted as the runtime's: as with a real model service.
     """
 
+    def __init__(self, latency: float = 0.0) -> None:
+        self.latency = latency
+
     def __enter__(self) -> str:
+        env = {**os.environ, "BENCH_MODEL_LATENCY": str(self.latency)}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "bench.fake_model"],
+            env=env,
             cwd=Path(__file__).resolve().parent.parent,
             stdout=subprocess.PIPE,
             text=True,
