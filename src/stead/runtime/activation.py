@@ -167,6 +167,15 @@ class Activation:
         self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
 
+    def still_held(self) -> None:
+        """Before an effect: renew the lease at the time now if it may have lapsed (a
+        commit can wait past it). A worker that took the agent over meanwhile has
+        raised its epoch, so the renewal is refused (StaleEpoch) and nothing acts."""
+        now = self.clock.now()
+        if self.lease is not None and now >= self.lease.expires_at - self.lease_ttl / 3:
+            self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
+            self._renewed_at = now
+
     def stop_heartbeat(self) -> None:
         if self._heartbeat is not None:
             self._heartbeat.stop()

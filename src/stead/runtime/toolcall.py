@@ -121,6 +121,7 @@ def run_tool(
             **origin,
         )
         act.flush()
+        act.still_held()  # a commit that waited past the lease must not act after it
         shown, origin = {}, {}
     act.dirty = True
     act.redactor()  # the vault opened before the tool runs: it cannot fail after

@@ -106,12 +106,19 @@ class Worker:
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="stead-agent") as pool:
                 for _ in range(max_passes):
-                    claimed = {lease.agent_id: lease for lease in self.claim() or []}
-                    todo = list(claimed) or [
-                        a
-                        for a in self.runnable()
-                        if a not in report.busy and a not in report.errors
-                    ]
+                    leases = self.claim()
+                    claimed = {lease.agent_id: lease for lease in leases or []}
+                    # a store that claims said which are free: the others are held, or
+                    # locked by a writer, and trying their leases would wait on them
+                    todo = (
+                        list(claimed)
+                        if leases is not None
+                        else [
+                            a
+                            for a in self.runnable()
+                            if a not in report.busy and a not in report.errors
+                        ]
+                    )
                     if not todo or self._stop.is_set():
                         break
                     futures = {
