@@ -447,11 +447,14 @@ class PostgresStore(PostgresRows):
         return Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
 
     def release_lease(self, lease: Lease) -> None:
-        with self._conn() as db:
+        with self._tx() as db:
             db.execute(
                 "UPDATE leases SET owner = '', expires_at = 0 WHERE agent_id = %s AND epoch = %s",
                 (lease.agent_id, lease.epoch),
             )
+            # work told while this lease held the agent (a person's message, given
+            # under it) found no one free to take it: tell again, now it is free
+            postgres_wakeups.tell_if_runnable(db, self._channel, lease.agent_id)
 
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._conn() as db:

@@ -10,7 +10,9 @@ the pool) until a notification comes, the earliest timer falls due
 within milliseconds of its event, and no worker polls hot.
 
 Only a change into work is told: a running agent's every step does not
-notify. Many workers hear each notification; the agent's lease decides which
+notify. A lease given back on an agent that still has work is told too: work
+told while someone held the agent (a person's message is written under the
+agent's lease) found no worker free to take it. Many workers hear each notification; the agent's lease decides which
 one runs it, and the others find it busy.
 """
 
@@ -41,6 +43,13 @@ def tell(db: Conn, name: str, agent_id: str, before: tuple[str, Any] | None, sta
     due_now = wake_at(state)
     became_runnable = state.status in RUN_STATUSES and status not in RUN_STATUSES
     if became_runnable or (due_now is not None and due_now != due):
+        db.execute("SELECT pg_notify(%s, %s)", (name, agent_id))
+
+
+def tell_if_runnable(db: Conn, name: str, agent_id: str) -> None:
+    """Notify if the agent has work now (its lease was just given back)."""
+    row = db.execute("SELECT status FROM agents WHERE agent_id = %s", (agent_id,)).fetchone()
+    if row is not None and row[0] in RUN_STATUSES:
         db.execute("SELECT pg_notify(%s, %s)", (name, agent_id))
 
 
