@@ -12,8 +12,9 @@ within milliseconds of its event, and no worker polls hot.
 Only a change into work is told: a running agent's every step does not
 notify. A lease given back on an agent that still has work is told too: work
 told while someone held the agent (a person's message is written under the
-agent's lease) found no worker free to take it. Many workers hear each notification; the agent's lease decides which
-one runs it, and the others find it busy.
+agent's lease) found no worker free to take it. Many workers hear each
+notification; the agent's lease decides which one runs it, and the others find
+it busy.
 """
 
 from __future__ import annotations
