@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import NotFound, SteadError, StoreError
+from ..errors import NotFound, StaleEpoch, SteadError, StoreError, VersionConflict
 from ..journal import Event, NewEvent, seal
 from ..state import State, apply, fold
 from .anchors import Anchor
@@ -168,6 +168,31 @@ def consumed_message(snapshot_id: str, at: float | None, by: str | None) -> str:
         f"snapshot {snapshot_id} was already restored (by {by}); a snapshot is restored "
         "once, so that ids, entropy and credentials are never used twice. The agent "
         "continues from that restore: see `stead show` and `stead snapshots`"
+    )
+
+
+def check_write(agent_id: str, epoch: int, current_epoch: int, expected: int, stored: int) -> None:
+    """Refuse a write under a lease that is no longer the agent's (:class:`StaleEpoch`)
+    or based on a version that is not the stored one (:class:`VersionConflict`): the
+    check every backend makes inside its write transaction."""
+    if epoch != current_epoch:
+        raise StaleEpoch(
+            f"agent {agent_id}: write under lease epoch {epoch} refused, "
+            f"the current epoch is {current_epoch}; another worker has "
+            "taken over this agent"
+        )
+    if stored != expected:
+        raise VersionConflict(
+            f"agent {agent_id}: write based on version {expected} refused, "
+            f"the agent is at version {stored}; reload and retry"
+        )
+
+
+def renewal_refused(lease: Lease) -> StaleEpoch:
+    """What a backend raises when a lease it was asked to renew is no longer held."""
+    return StaleEpoch(
+        f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
+        "released or taken over by another worker"
     )
 
 

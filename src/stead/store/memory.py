@@ -18,9 +18,7 @@ from ..errors import (
     LeaseHeld,
     NotFound,
     SnapshotConsumed,
-    StaleEpoch,
     StoreError,
-    VersionConflict,
 )
 from ..journal import Event, Kind
 from ..state import State
@@ -34,9 +32,11 @@ from .base import (
     PolicyRecord,
     SnapshotRecord,
     Store,
+    check_write,
     consumed_message,
     lease_held_message,
     no_snapshot_message,
+    renewal_refused,
     snapshot_made,
     wake_at,
 )
@@ -138,19 +138,8 @@ class MemoryStore(Store):
                 raise NotFound(f"no agent with id {agent_id}")
             lease = self._leases.get(agent_id)
             current_epoch = lease.epoch if lease else 0
-            if epoch != current_epoch:
-                raise StaleEpoch(
-                    f"agent {agent_id}: write under lease epoch {epoch} refused, "
-                    f"the current epoch is {current_epoch}; another worker has "
-                    "taken over this agent"
-                )
             stored_version = len(self._events[agent_id])
-            if stored_version != expected_version:
-                raise VersionConflict(
-                    f"agent {agent_id}: write based on version "
-                    f"{expected_version} refused, the agent is at "
-                    f"version {stored_version}; reload and retry"
-                )
+            check_write(agent_id, epoch, current_epoch, expected_version, stored_version)
             snapshots = self._snapshot_changes(events, state.tenant)
             self._events[agent_id].extend(self._stored(e) for e in events)
             self._states[agent_id] = state_row(state, anchor)
@@ -243,10 +232,7 @@ class MemoryStore(Store):
         with self._lock:
             cur = self._leases.get(lease.agent_id)
             if cur is None or cur.epoch != lease.epoch or cur.owner != lease.owner:
-                raise StaleEpoch(
-                    f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
-                    "released or taken over by another worker"
-                )
+                raise renewal_refused(lease)
             renewed = Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
             self._leases[lease.agent_id] = renewed
             return renewed

@@ -74,11 +74,9 @@ from ..errors import (
     IntegrityError,
     LeaseHeld,
     NotFound,
-    StaleEpoch,
     SteadError,
     StoreError,
     StoreUnusable,
-    VersionConflict,
 )
 from ..journal import Event, Kind
 from ..state import State
@@ -90,7 +88,9 @@ from .base import (
     Batch,
     Lease,
     check_batch,
+    check_write,
     lease_held_message,
+    renewal_refused,
     wake_at,
 )
 from .postgres_migrations import (
@@ -344,18 +344,7 @@ class PostgresStore(PostgresRows):
             raise NotFound(f"no agent with id {agent_id}")
         lease = db.execute("SELECT epoch FROM leases WHERE agent_id = %s", (agent_id,)).fetchone()
         current_epoch = int(lease[0]) if lease else 0
-        if epoch != current_epoch:
-            raise StaleEpoch(
-                f"agent {agent_id}: write under lease epoch {epoch} refused, "
-                f"the current epoch is {current_epoch}; another worker has "
-                "taken over this agent"
-            )
-        if int(row[0]) != expected_version:
-            raise VersionConflict(
-                f"agent {agent_id}: write based on version "
-                f"{expected_version} refused, the agent is at "
-                f"version {row[0]}; reload and retry"
-            )
+        check_write(agent_id, epoch, current_epoch, expected_version, int(row[0]))
         _insert_events(db, events)
         db.execute(
             "UPDATE agents SET version = %s, status = %s, state = %s, updated_at = %s, "
@@ -440,10 +429,7 @@ class PostgresStore(PostgresRows):
                 (now + ttl, lease.agent_id, lease.epoch, lease.owner),
             )
             if cur.rowcount != 1:
-                raise StaleEpoch(
-                    f"agent {lease.agent_id}: lease epoch {lease.epoch} was "
-                    "released or taken over by another worker"
-                )
+                raise renewal_refused(lease)
         return Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
 
     def release_lease(self, lease: Lease) -> None:
