@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spec import load_spec
-from ..tools.base import ToolContext
-from ..tools.mcp.servers import list_server
+from ..tools.mcp.servers import list_server, listing_context
 from ..tools.mcp.tools import effect_of, schema_problem, tool_name
 from .common import emit_json, out, runtime_for, wants_json
 
@@ -35,18 +34,7 @@ def cmd_mcp_ls(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     found: list[dict[str, Any]] = []
     with runtime_for(args) as rt, tempfile.TemporaryDirectory(prefix="stead-mcp-") as tmp:
-        names = sorted({n for server in spec.mcp for n in server.get("secrets") or ()})
-        secrets = rt.vault().for_call(spec.tenant, "mcp-ls", names) if names else {}
-        ctx = ToolContext(
-            agent_id="mcp-ls",
-            tenant=spec.tenant,
-            call_id="mcp-ls",
-            idempotency_key="",
-            workspace=Path(tmp),
-            sandbox=rt.sandbox,
-            secrets=secrets,
-            network=args.network,
-        )
+        ctx = listing_context(rt, spec, "mcp-ls", Path(tmp), args.network)
         for server in spec.mcp:
             for tool in list_server(ctx, server):
                 effect, source, disagreement = effect_of(server, tool)

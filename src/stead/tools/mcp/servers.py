@@ -237,10 +237,28 @@ def _listing_secrets(rt: Any, spec: AgentSpec, agent_id: str, names: list[str]) 
         found: dict[str, str] = rt.vault().for_call(spec.tenant, agent_id, names)
     except SecretError as exc:
         raise SecretError(
-            f"the agent's MCP servers are started to list their tools, and need vault "
-            f"secrets for it, so the agent was not made: {exc}"
+            f"the spec's MCP servers are started to list their tools, and need vault "
+            f"secrets for it; nothing was made: {exc}"
         ) from None
     return found
+
+
+def listing_context(
+    rt: Any, spec: AgentSpec, agent_id: str, root: Path, network: bool
+) -> ToolContext:
+    """The context a spec's servers are started in to be listed: the runtime's
+    sandbox over ``root``, and the vault secrets they name."""
+    names = sorted({name for server in spec.mcp for name in server.get("secrets") or ()})
+    return ToolContext(
+        agent_id=agent_id,
+        tenant=spec.tenant,
+        call_id="mcp-listing",
+        idempotency_key="",
+        workspace=root,
+        sandbox=rt.sandbox,
+        secrets=_listing_secrets(rt, spec, agent_id, names),
+        network=network,
+    )
 
 
 def listings(rt: Any, spec: AgentSpec, agent_id: str, root: Path) -> list[dict[str, Any]]:
@@ -249,15 +267,5 @@ def listings(rt: Any, spec: AgentSpec, agent_id: str, root: Path) -> list[dict[s
     secrets it names, and the network only if the spec's scope grants it."""
     if not spec.mcp:
         return []
-    names = sorted({name for server in spec.mcp for name in server.get("secrets") or ()})
-    ctx = ToolContext(
-        agent_id=agent_id,
-        tenant=spec.tenant,
-        call_id="mcp-listing",
-        idempotency_key="",
-        workspace=root,
-        sandbox=rt.sandbox,
-        secrets=_listing_secrets(rt, spec, agent_id, names),
-        network=any(g.get("tool") == "network" for g in spec.scope or ()),
-    )
-    return first_listings(list(spec.mcp), ctx)
+    network = any(g.get("tool") == "network" for g in spec.scope or ())
+    return first_listings(list(spec.mcp), listing_context(rt, spec, agent_id, root, network))
