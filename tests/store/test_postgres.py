@@ -34,7 +34,7 @@ from stead.errors import (
 )
 from stead.journal import Kind, NewEvent, seal, verify_chain
 from stead.state import State, fold
-from stead.store import open_store
+from stead.store import open_store, postgres
 from stead.store.base import AgentRecord, Batch, Lease
 from stead.store.postgres import PostgresStore
 from stead.store.postgres_migrations import MIGRATIONS, refold_states
@@ -477,8 +477,65 @@ def test_the_url_keeps_libpq_s_parameters_and_hides_the_password() -> None:
     assert target.where == "postgresql://db.example:6543/prod?schema=tenant_a"
     params = psycopg.conninfo.conninfo_to_dict(target.conninfo)
     assert params["sslmode"] == "require" and params["password"] == "s3cret"
-    assert params["options"] == "-c work_mem=64MB -c search_path=tenant_a"
+    assert params["options"] == (
+        "-c work_mem=64MB -c search_path=tenant_a -c idle_in_transaction_session_timeout=5000"
+    )
     assert params["application_name"] == "stead" and params["connect_timeout"] == "10"
+
+
+def test_a_timeout_given_in_the_url_s_options_is_kept() -> None:
+    target = parse("postgresql://h/db?options=-c%20idle_in_transaction_session_timeout%3D30000")
+    params = psycopg.conninfo.conninfo_to_dict(target.conninfo)
+    assert params["options"] == "-c idle_in_transaction_session_timeout=30000"
+
+
+def test_a_writer_that_stops_inside_its_transaction_loses_its_row_locks(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker stopped (or cut off) right after sending a commit's events holds the
+    agent's row locked; claims skip locked rows, so the server must end that session
+    for another worker to take the agent over. It does, once the session has sat idle
+    in its transaction past the timeout, and nothing of the write is stored."""
+    url = url_for(schema, options="-c%20idle_in_transaction_session_timeout%3D300")
+    store = PostgresStore(url)
+    state = seed(store)
+    sent = threading.Event()
+    insert = postgres._insert_events
+
+    def insert_then_stall(db: Any, events: Any) -> None:
+        insert(db, events)
+        sent.set()
+        threading.Event().wait(3.0)  # the worker is stopped here
+
+    monkeypatch.setattr(postgres, "_insert_events", insert_then_stall)
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            store.commit(state, memory(1), epoch=0, at=T0 + 2)
+        except BaseException as exc:
+            failed.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert sent.wait(10)
+        with connect() as other:
+            other.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("SELECT 1 FROM agents WHERE agent_id = 'ag_1' FOR UPDATE NOWAIT")
+            other.rollback()
+            other.execute("SET lock_timeout = '2s'")
+            locked = other.execute("SELECT version FROM agents WHERE agent_id = 'ag_1' FOR UPDATE")
+            assert locked.fetchone() == (state.version,)
+            other.rollback()
+    finally:
+        writer.join(10)
+        store.close()
+    assert len(failed) == 1 and isinstance(failed[0], StoreUnusable), failed
+    with PostgresStore(url) as again:
+        assert again.load_state("ag_1").version == state.version
+        assert len(list(again.read_events("ag_1"))) == state.version
 
 
 def test_a_server_that_does_not_answer_is_refused_as_unusable() -> None:

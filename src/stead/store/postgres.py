@@ -105,6 +105,8 @@ from .postgres_migrations import (
 from .postgres_rows import PostgresRows, put_anchor
 
 _PAGE = 2_000
+_LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)
+"""What ends a call because its connection or session is gone."""
 _EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch"
 
 
@@ -147,8 +149,14 @@ class PostgresStore(PostgresRows):
 
     # -- plumbing -------------------------------------------------------------
 
-    def _failed(self, exc: psycopg.OperationalError) -> StoreError:
+    def _failed(self, exc: psycopg.Error) -> StoreError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
+            return StoreUnusable(
+                f"the PostgreSQL store {self.where} ended a transaction of this worker's "
+                "that sat idle past idle_in_transaction_session_timeout (a worker stopped "
+                "or cut off mid-write); nothing of it was stored, retry"
+            )
         if isinstance(exc, psycopg.errors.TransactionRollback):
             # a deadlock or serialization failure: nothing was stored, the server is fine
             return StoreError(
@@ -165,7 +173,7 @@ class PostgresStore(PostgresRows):
         try:
             with self._pool.connection() as db:
                 yield db
-        except psycopg.OperationalError as exc:
+        except _LOST as exc:
             self._purge(exc)
             raise self._failed(exc) from exc
 
@@ -174,11 +182,11 @@ class PostgresStore(PostgresRows):
         try:
             with self._pool.connection() as db, db.transaction():
                 yield db
-        except psycopg.OperationalError as exc:
+        except _LOST as exc:
             self._purge(exc)
             raise self._failed(exc) from exc
 
-    def _purge(self, exc: psycopg.OperationalError) -> None:
+    def _purge(self, exc: psycopg.Error) -> None:
         """After a lost connection, drop every dead one from the pool: a server that
         restarted ended them all, and each would fail one more call."""
         if not isinstance(exc, psycopg.errors.TransactionRollback):
@@ -455,24 +463,24 @@ def _lease_row(db: Conn, agent_id: str) -> Lease | None:
 
 
 def _insert_events(db: Conn, events: Sequence[Event]) -> None:
-    with db.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    e.agent_id,
-                    e.seq,
-                    e.kind,
-                    e.at,
-                    e.data_json if e.data_json is not None else dumps(dict(e.data)),
-                    e.prev_hash,
-                    e.hash,
-                    e.epoch,
-                )
-                for e in events
-            ],
-        )
+    # One statement, not executemany: psycopg pipelines executemany without a sync,
+    # and a server waiting inside a pipeline arms no idle_in_transaction_session_
+    # timeout, so a worker cut off there would keep the agent's row locked for good.
+    db.execute(
+        "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch) "
+        "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], "
+        "%s::double precision[], %s::text[], %s::text[], %s::text[], %s::bigint[])",
+        (
+            [e.agent_id for e in events],
+            [e.seq for e in events],
+            [e.kind for e in events],
+            [e.at for e in events],
+            [e.data_json if e.data_json is not None else dumps(dict(e.data)) for e in events],
+            [e.prev_hash for e in events],
+            [e.hash for e in events],
+            [e.epoch for e in events],
+        ),
+    )
 
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:

@@ -14,6 +14,15 @@ The form is libpq's own URL, with two parameters of stead's::
 Everything else (``sslmode``, ``connect_timeout``, ``options``, …) goes to
 libpq as it is; ``connect_timeout`` defaults to 10 seconds and
 ``application_name`` to ``stead``.
+
+Every session also gets ``idle_in_transaction_session_timeout`` (5 seconds,
+unless ``options`` sets it): a worker that stops or is cut off from the server
+inside a transaction holds its agents' rows locked, and claims skip locked
+rows, so without a bound on that wait its agents would not be taken over until
+it came back. stead's transactions never wait on anything but their own
+statements, so a session idle that long inside one belongs to a worker that is
+gone. Set it higher (``options=-c idle_in_transaction_session_timeout=30000``)
+only on a server whose clients stall for seconds.
 """
 
 from __future__ import annotations
@@ -27,6 +36,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import UsageError
 
+IDLE_IN_TRANSACTION_MS = 5000
+"""How long the server lets a session sit idle inside a transaction before ending
+it (and its row locks): see the module's docstring."""
 DEFAULT_POOL_MAX = 48
 """Enough for ``stead work``'s default 32 agents at once, their heartbeats and the
 group committer, so threads seldom queue for a connection."""
@@ -69,6 +81,8 @@ def parse(url: str) -> Target:
             rest.append((key, value))
     if schema is not None:
         options.append(f"-c search_path={schema}")
+    if not any("idle_in_transaction_session_timeout" in o for o in options):
+        options.append(f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")
     base = urllib.parse.urlunsplit(
         parts._replace(query=urllib.parse.urlencode(rest, quote_via=urllib.parse.quote))
     )
