@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -94,8 +96,19 @@ class FakeModelServer:
             self._proc.stdout.close()
 
 
+class _Server(ThreadingHTTPServer):
+    # thousands of agents send their requests at once: the default backlog of 5
+    # would drop connections and make clients retry after a second
+    request_queue_size = 4096
+    daemon_threads = True
+
+
 def serve() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    # a thread per request waiting out the latency: small stacks keep 10,000 of them cheap
+    threading.stack_size(256 * 1024)
+    server = _Server(("127.0.0.1", 0), _Handler)
     print(server.server_port, flush=True)
     server.serve_forever()
 

@@ -173,13 +173,18 @@ Command = Callable[[argparse.Namespace], dict[str, Any] | None]
 
 
 def main(argv: Sequence[str], prog: str, commands: dict[str, Command]) -> int:
-    """Parse ``COMMAND --dir D [--steps N] [--agents A] [--variant V]`` and run it."""
+    """Parse ``COMMAND --dir D [--steps N] [--agents A] [--variant V] ...`` and run it."""
     p = argparse.ArgumentParser(prog=prog)
     p.add_argument("command", choices=sorted(commands))
     p.add_argument("--dir", type=Path, required=True, help="a folder for the databases")
     p.add_argument("--steps", type=int, default=1000, help="agent steps (per agent)")
     p.add_argument("--agents", type=int, default=1, help="agents (W2)")
     p.add_argument("--variant", default="", help="a peer-specific setting (see each peer)")
+    p.add_argument("--url", default="", help="PostgreSQL: the server (bench.peers.pg)")
+    p.add_argument("--schema", default="", help="PostgreSQL: the run's own schema")
+    p.add_argument("--model-url", default="", help="in flight: the fake model's base URL")
+    p.add_argument("--latency", type=float, default=1.0, help="in flight: the model's latency")
+    p.add_argument("--pool", type=int, default=0, help="in flight: connections (0: the peer's)")
     args = p.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     result = commands[args.command](args)
