@@ -338,6 +338,21 @@ def test_renew_with_a_stale_epoch_raises(store: Store) -> None:
     assert store.get_lease("ag_1") == new
 
 
+def test_renew_leases_renews_the_held_and_refuses_the_rest_one_by_one(store: Store) -> None:
+    for agent_id in ("ag_1", "ag_2", "ag_3"):
+        create(store, agent_id)
+    held = store.acquire_lease("ag_1", "w1", TTL, T0)
+    taken = store.acquire_lease("ag_2", "w1", TTL, T0)
+    theirs = store.acquire_lease("ag_2", "w2", TTL, T0 + 1, takeover="w1")
+    released = store.acquire_lease("ag_3", "w1", TTL, T0)
+    store.release_lease(released)
+    got = store.renew_leases([held, taken, released], TTL, T0 + 20)
+    assert got == [Lease("ag_1", "w1", 1, T0 + 20 + TTL), None, None]
+    assert store.get_lease("ag_1") == got[0]
+    assert store.get_lease("ag_2") == theirs
+    assert store.renew_leases([], TTL, T0 + 21) == []
+
+
 def test_renew_after_release_is_refused(store: Store) -> None:
     # a released lease is no longer "held at its epoch" (base.renew_lease), so a late
     # renewal (say, a heartbeat racing the release) must not bring it back to life

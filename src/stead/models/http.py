@@ -21,13 +21,14 @@ Nothing here journals or keeps anything between calls: a model is stateless.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 import httpx
 
@@ -98,31 +99,27 @@ def _too_long(response: httpx.Response) -> bool:
     return any(marker in lowered for marker in _TOO_LONG)
 
 
-def post_json(
-    client: httpx.Client,
-    url: str,
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
-    *,
-    service: str,
-    max_retries: int,
-    rng: random.Random,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Exchange:
-    """POST ``body`` as JSON and return the answer's JSON, retrying as described above."""
+Send = tuple[Literal["send"], None]
+Sleep = tuple[Literal["sleep"], float]
+Sent = httpx.Response | httpx.TransportError
+
+
+def _exchange(
+    service: str, max_retries: int, rng: random.Random
+) -> Generator[Send | Sleep, Sent | None, Exchange]:
+    """The retry loop of one request, without I/O: it yields ``("send", None)`` and
+    is sent the response (or the transport's error), or yields ``("sleep", s)``;
+    :func:`post_json` drives it with threads' I/O, :func:`apost_json` with asyncio's."""
     exchange = Exchange()
-    payload = json.dumps(body, ensure_ascii=False).encode()
     for attempt in range(max_retries + 1):
         started = time.perf_counter()
         wait: float | None = None
-        try:
-            response = client.post(url, headers={**headers, "content-type": "application/json"},
-                                   content=payload)  # fmt: skip
-        except httpx.TimeoutException:
+        response = yield ("send", None)
+        if isinstance(response, httpx.TimeoutException):
             exchange.attempts.append(Attempt(None, _ms(started), "timed out"))
-        except httpx.TransportError as exc:
-            exchange.attempts.append(Attempt(None, _ms(started), f"connection failed: {exc}"))
-        else:
+        elif isinstance(response, httpx.TransportError):
+            exchange.attempts.append(Attempt(None, _ms(started), f"connection failed: {response}"))
+        elif response is not None:
             took = _ms(started)
             status = response.status_code
             if 200 <= status < 300:
@@ -152,7 +149,7 @@ def post_json(
             break
         if wait is None:
             wait = min(MAX_WAIT_SECONDS, 0.5 * 2**attempt) * (0.5 + rng.random() / 2)
-        sleep(min(wait, MAX_WAIT_SECONDS))
+        yield ("sleep", min(wait, MAX_WAIT_SECONDS))
     last = exchange.attempts[-1]
     raise ModelError(
         f"{service} gave no answer after {len(exchange.attempts)} attempts (last: "
@@ -160,6 +157,67 @@ def post_json(
         "when the agent is resumed",
         attempts=exchange.attempts,
     )
+
+
+def post_json(
+    client: httpx.Client,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    *,
+    service: str,
+    max_retries: int,
+    rng: random.Random,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Exchange:
+    """POST ``body`` as JSON and return the answer's JSON, retrying as described above."""
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    sending = {**headers, "content-type": "application/json"}
+    loop = _exchange(service, max_retries, rng)
+    answer: Sent | None = None
+    try:
+        while True:
+            what, seconds = loop.send(answer)
+            answer = None
+            if what == "sleep":
+                sleep(seconds or 0.0)
+                continue
+            try:
+                answer = client.post(url, headers=sending, content=payload)
+            except httpx.TransportError as exc:
+                answer = exc
+    except StopIteration as done:
+        return cast(Exchange, done.value)
+
+
+async def apost_json(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    *,
+    service: str,
+    max_retries: int,
+    rng: random.Random,
+) -> Exchange:
+    """:func:`post_json` on an event loop: the request waits without a thread."""
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    sending = {**headers, "content-type": "application/json"}
+    loop = _exchange(service, max_retries, rng)
+    answer: Sent | None = None
+    try:
+        while True:
+            what, seconds = loop.send(answer)
+            answer = None
+            if what == "sleep":
+                await asyncio.sleep(seconds or 0.0)
+                continue
+            try:
+                answer = await client.post(url, headers=sending, content=payload)
+            except httpx.TransportError as exc:
+                answer = exc
+    except StopIteration as done:
+        return cast(Exchange, done.value)
 
 
 def _ms(started: float) -> float:

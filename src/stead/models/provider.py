@@ -26,7 +26,7 @@ import httpx
 from ..errors import InvalidAnswer, ModelError
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
-from .http import Attempt, Exchange, post_json
+from .http import Attempt, Exchange, apost_json, post_json
 from .options import ModelOptions
 from .prices import spend_of
 
@@ -72,11 +72,9 @@ class ProviderModel:
         # the key this model sends: redacted from everything the agent journals
         self._secrets: dict[str, str] = {options.api_key_secret: api_key} if api_key else {}
         self._key = api_key
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(options.timeout, connect=min(options.timeout, 10.0)),
-            transport=transport,
-            follow_redirects=False,
-        )
+        self._transport = transport
+        self._sync_client: httpx.Client | None = None  # made at first use: a worker
+        # that asks on an event loop (adecide) never needs one, and each costs memory
         self._rng = rng or random.Random(os.urandom(16))
         self._sleep = sleep
 
@@ -86,8 +84,21 @@ class ProviderModel:
         if self.summarizer is not None:
             self.summarizer.use_rng(rng)
 
+    @property
+    def _client(self) -> httpx.Client:
+        if self._sync_client is None:
+            self._sync_client = httpx.Client(
+                timeout=self.timeout(), transport=self._transport, follow_redirects=False
+            )
+        return self._sync_client
+
+    def timeout(self) -> httpx.Timeout:
+        """How long one attempt may take: the spec's timeout, connecting within 10 s."""
+        return httpx.Timeout(self.options.timeout, connect=min(self.options.timeout, 10.0))
+
     def close(self) -> None:
-        self._client.close()
+        if self._sync_client is not None:
+            self._sync_client.close()
         if self.summarizer is not None:
             self.summarizer.close()
 
@@ -175,6 +186,24 @@ class ProviderModel:
             rng=self._rng,
             **kwargs,
         )
+        return self._decision(exchange, tools)
+
+    async def adecide(self, context: RenderedContext, client: httpx.AsyncClient) -> Decision:
+        """:meth:`decide` on an event loop, over ``client`` (a worker's, shared by the
+        agents it keeps in flight: see :mod:`stead.runtime.parked`)."""
+        tools = offered_tools(context)
+        exchange = await apost_json(
+            client,
+            self.endpoint(),
+            self.headers(),
+            self.request(context, tools),
+            service=f"{self.service} at {self.options.base_url}",
+            max_retries=self.options.max_retries,
+            rng=self._rng,
+        )
+        return self._decision(exchange, tools)
+
+    def _decision(self, exchange: Exchange, tools: list[ToolSpec]) -> Decision:
         attempts = tuple(a.to_json() for a in exchange.attempts)
         try:
             calls, text, tokens = self.read_answer(exchange.body)

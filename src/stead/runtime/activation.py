@@ -57,7 +57,7 @@ from ..tools.base import Tool, ToolContext
 from . import steps, toolcall
 from .context import Renderer
 from .governed import Governor
-from .heartbeat import Heartbeat
+from .heartbeat import Heartbeat, Heartbeats
 from .leases import ensure_held, holder_is_dead_here, this_worker
 from .limits import tool_limits
 
@@ -96,6 +96,7 @@ class Activation:
         messenger: Messenger | None = None,
         certify: Certifier | None = None,
         rebuild_model: Callable[[State], Model] | None = None,
+        heartbeats: Heartbeats | None = None,
     ) -> None:
         self.store = store
         self.record = record
@@ -120,6 +121,7 @@ class Activation:
         self._redactor: Redactor | None = None
         self._renewed_at = 0.0
         self._heartbeat: Heartbeat | None = None
+        self._heartbeats = heartbeats  # a worker's, shared: then no thread of its own
         self.on_commit = on_commit
         self.committer = committer
         self.sandbox = sandbox
@@ -161,9 +163,12 @@ class Activation:
         except BaseException:
             self.release()  # refused: the lease is given back, nothing keeps renewing it
             raise
-        self._heartbeat = Heartbeat(
-            self.store, self.lease, self.lease_ttl, self.clock, on_lost=self.lease_lost
-        ).start()
+        if self._heartbeats is not None:
+            self._heartbeats.add(self.lease, self.lease_lost)
+        else:
+            self._heartbeat = Heartbeat(
+                self.store, self.lease, self.lease_ttl, self.clock, on_lost=self.lease_lost
+            ).start()
         self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
 
@@ -177,6 +182,8 @@ class Activation:
             self._renewed_at = now
 
     def stop_heartbeat(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.discard(self.record.agent_id)
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None

@@ -60,3 +60,66 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+
+
+class Heartbeats:
+    """Renews the leases of many activations from one thread, in one store call each
+    round: a worker that keeps thousands of agents in flight cannot give each a
+    thread (:mod:`stead.runtime.parked`). A lease whose renewal is refused is
+    dropped and its ``on_lost`` called, as :class:`Heartbeat` does. A round the
+    store cannot answer at all loses nothing yet; once a lease has gone unrenewed
+    for its whole lifetime it may be another worker's, so it is given up then."""
+
+    def __init__(self, store: Store, ttl: float, clock: Clock) -> None:
+        self._store = store
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[Lease, Callable[[], None] | None]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="leases", daemon=True)
+        self._thread.start()
+
+    def add(self, lease: Lease, on_lost: Callable[[], None] | None = None) -> None:
+        with self._lock:
+            self._held[lease.agent_id] = (lease, on_lost)
+
+    def discard(self, agent_id: str) -> None:
+        with self._lock:
+            self._held.pop(agent_id, None)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._ttl / 3):
+            self.renew()
+
+    def renew(self) -> None:
+        """One round: renew every lease held now."""
+        with self._lock:
+            held = list(self._held.values())
+        if not held:
+            return
+        now = self._clock.now()
+        try:
+            renewed: list[Lease | None] = self._store.renew_leases(
+                [lease for lease, _ in held], self._ttl, now
+            )
+        except StoreError:
+            renewed = [None if now >= lease.expires_at else lease for lease, _ in held]
+        lost = []
+        with self._lock:
+            for (lease, on_lost), new in zip(held, renewed, strict=True):
+                if self._held.get(lease.agent_id, (None,))[0] is not lease:
+                    continue  # discarded (or re-added) while the round ran
+                if new is None:
+                    del self._held[lease.agent_id]
+                    lost.append(on_lost)
+                else:
+                    self._held[lease.agent_id] = (new, on_lost)
+        for on_lost in lost:
+            if on_lost is not None:
+                on_lost()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)

@@ -58,7 +58,9 @@ from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions
+from .heartbeat import Heartbeats
 from .recovery import recover
+from .steps import Machine, answer_inline, step_machine
 
 RESOLUTIONS = ("done", "retry", "abort")
 
@@ -178,6 +180,34 @@ class Runtime(AuthorityActions):
         ``record_model``, a provider model's exchanges are appended to that file
         (see :mod:`stead.models.recording`).
         """
+        return answer_inline(
+            self.activate(
+                agent_id,
+                model=model,
+                tools=tools,
+                max_steps=max_steps,
+                on_commit=on_commit,
+                committer=committer,
+                record_model=record_model,
+                owner=owner,
+            )
+        )
+
+    def activate(
+        self,
+        agent_id: str,
+        *,
+        model: Model | None = None,
+        tools: Mapping[str, Tool] | None = None,
+        max_steps: int | None = None,
+        on_commit: Callable[[Sequence[Event]], None] | None = None,
+        committer: GroupCommitter | None = None,
+        record_model: Path | None = None,
+        owner: str | None = None,
+        heartbeats: Heartbeats | None = None,
+    ) -> Machine[Outcome]:
+        """:meth:`run` as a :data:`~stead.runtime.steps.Machine`, which yields where it
+        waits for a model; ``heartbeats`` keeps its lease alive with others'."""
         record = self.store.get_record(agent_id)
         key = self._model_key(record)
 
@@ -204,6 +234,7 @@ class Runtime(AuthorityActions):
             certify=certifier_for(self),
             rebuild_model=build if built else None,
             owner=owner,  # a worker's claim: the lease it took for this agent
+            heartbeats=heartbeats,
         )
         act.acquire()
         try:
@@ -211,7 +242,7 @@ class Runtime(AuthorityActions):
             if act.state.is_final or act.state.status == "hibernated":
                 return Outcome(act.state, 0)
             restored = recover(act, new_id("act", self.clock, act.rng))
-            steps = act.run_steps(max_steps)
+            steps = yield from step_machine(act, max_steps)
             return Outcome(act.state, steps, restored)
         finally:
             act.release()

@@ -11,13 +11,16 @@ requests (a quarantine) and flushes what has waited too long.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..canonical import dumps
 from ..errors import ContextTooLong, InvalidAnswer, ModelError
 from ..ids import new_id
 from ..journal import Kind
 from ..models.accounting import attempt_fields, usage_fields
+from ..models.base import Decision, Model, RenderedContext
 from ..models.conversation import RESULT_CAP, read_on
 from .compaction import compact
 from .governed import is_escalation
@@ -26,6 +29,7 @@ from .toolcall import run_tool
 if TYPE_CHECKING:
     from .activation import Activation
 
+T = TypeVar("T")
 MAX_UNFLUSHED_SECONDS = 1.0
 """Flush before asking the model once this long has passed since the last flush."""
 SIGNAL_SECONDS = 0.5
@@ -34,8 +38,45 @@ DEFAULT_INVALID_ANSWERS = 3
 """Unusable answers in a row after which a model that does not say otherwise stops."""
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What a paused activation waits for: ``model``'s decision on ``context``."""
+
+    model: Model
+    context: RenderedContext
+
+
+Machine = Generator[Ask, Decision, T]
+"""An activation as a generator: it yields an :class:`Ask` wherever it needs a
+decision and is sent the decision (or has the model's error thrown in there), so
+a worker can park it while the model thinks, without a thread (see
+:mod:`stead.runtime.parked`); :func:`answer_inline` asks in the caller's thread."""
+
+
+def answer_inline(machine: Machine[T]) -> T:
+    """Run ``machine`` to its end, asking each model in this thread."""
+    try:
+        ask = next(machine)
+        while True:
+            try:
+                decision = ask.model.decide(ask.context)
+            except Exception as exc:  # raised where the machine asked
+                ask = machine.throw(exc)
+            else:
+                ask = machine.send(decision)
+    except StopIteration as done:
+        return cast(T, done.value)
+    finally:
+        machine.close()  # interrupted: its own finally blocks give the lease back
+
+
 def run_steps(act: Activation, max_steps: int | None = None) -> int:
     """Run steps while the agent is running; return how many decisions were made."""
+    return answer_inline(step_machine(act, max_steps))
+
+
+def step_machine(act: Activation, max_steps: int | None = None) -> Machine[int]:
+    """:func:`run_steps` as a :data:`Machine`."""
     limit = int(act.record.spec.get("limits", {}).get("max_steps", 1000))
     made = 0
     while act.state.status == "running":
@@ -50,7 +91,7 @@ def run_steps(act: Activation, max_steps: int | None = None) -> int:
                 )
                 act.flush()
                 break
-            if not decide(act):
+            if not (yield from decide(act)):
                 break
             made += 1
             if act.state.inflight is None:
@@ -95,7 +136,7 @@ def swap_model(act: Activation, change: dict[str, Any]) -> None:
         act.use_model(act.rebuild_model(act.state))
 
 
-def decide(act: Activation) -> bool:
+def decide(act: Activation) -> Machine[bool]:
     if act.buffer and act.clock.now() - act.flushed_at > MAX_UNFLUSHED_SECONDS:
         act.flush()
     take_signals(act)
@@ -104,13 +145,13 @@ def decide(act: Activation) -> bool:
     try:
         context = compact(act, act.renderer.render(act.state))
         try:
-            decision = act.model.decide(context)
+            decision = yield Ask(act.model, context)
         except ContextTooLong as exc:
             shorter = compact(act, context, force=True, failed=exc.attempts)  # one more try
             if shorter is context:
                 raise
             context = shorter
-            decision = act.model.decide(context)
+            decision = yield Ask(act.model, context)
     except InvalidAnswer as exc:
         return refuse_answer(act, context.hash, exc)
     except ModelError as exc:

@@ -444,6 +444,20 @@ class Store(abc.ABC):
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         """Extend a lease still held at its epoch, else raise StaleEpoch."""
 
+    def renew_leases(self, leases: Sequence[Lease], ttl: float, now: float) -> list[Lease | None]:
+        """:meth:`renew_lease` for many leases at once: each one's renewal, or None
+        where it is no longer held at its epoch. A worker that keeps thousands of
+        agents in flight renews them all in one call; a backend that can, in one
+        statement. Raises :class:`~stead.errors.StoreError` only if the store
+        cannot be used at all."""
+        out: list[Lease | None] = []
+        for lease in leases:
+            try:
+                out.append(self.renew_lease(lease, ttl, now))
+            except StaleEpoch:
+                out.append(None)
+        return out
+
     @abc.abstractmethod
     def release_lease(self, lease: Lease) -> None:
         """Give the lease up if it is still held at its epoch; otherwise do nothing."""

@@ -440,6 +440,29 @@ class PostgresStore(PostgresRows):
                 raise renewal_refused(lease)
         return Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
 
+    def renew_leases(self, leases: Sequence[Lease], ttl: float, now: float) -> list[Lease | None]:
+        if not leases:
+            return []
+        with self._conn() as db:
+            rows = db.execute(
+                "UPDATE leases l SET expires_at = %s FROM unnest(%s::text[], %s::bigint[], "
+                "%s::text[]) AS h(agent_id, epoch, owner) WHERE l.agent_id = h.agent_id "
+                "AND l.epoch = h.epoch AND l.owner = h.owner RETURNING l.agent_id, l.epoch",
+                (
+                    now + ttl,
+                    [x.agent_id for x in leases],
+                    [x.epoch for x in leases],
+                    [x.owner for x in leases],
+                ),
+            ).fetchall()
+        held = {(str(r[0]), int(r[1])) for r in rows}
+        return [
+            Lease(x.agent_id, x.owner, x.epoch, now + ttl)
+            if (x.agent_id, x.epoch) in held
+            else None
+            for x in leases
+        ]
+
     def release_lease(self, lease: Lease) -> None:
         with self._tx() as db:
             db.execute(
