@@ -7,8 +7,10 @@ every figure quoted is a median over rounds. stead's own extra workloads (the
 floor, the memory store, large tool results) run in stead's turn. Resumes take
 turns between systems and history sizes. The sandbox's overhead and
 hibernation (stead only: the peers have neither) are measured once, after the
-warm-up. The peers run in ``.venv-peers`` (``make bench`` builds it);
-``--systems stead`` runs stead alone. Prints a table and writes
+warm-up. Then the same comparison runs on PostgreSQL, with the agents-in-flight
+workload (:mod:`bench.postgres_peers`; ``--no-postgres`` skips it). The peers
+run in ``.venv-peers`` (``make bench`` builds it); ``--systems stead`` runs stead
+alone. Prints a table and writes
 bench/results/latest.{json,md,png}. See docs/benchmarks.md.
 """
 
@@ -31,6 +33,7 @@ from . import (
     floor,
     hibernation,
     machine,
+    postgres_peers,
     render_flat,
     report,
     sandbox_overhead,
@@ -137,6 +140,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="also cProfile one stead steps run and write OUT/profile.txt",
     )
     p.add_argument("--keep", action="store_true", help="keep the databases afterwards")
+    postgres_peers.add_arguments(p)
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.w2_rounds, args.resume_reps = 2, 1, 2
@@ -146,6 +150,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.render_steps = min(args.render_steps, 400)
         args.hibernation_agents = min(args.hibernation_agents, 500)
         args.sizes = [10, 1_000]
+        postgres_peers.quick(args)
     unknown = [s for s in args.systems if s != "stead" and s not in PEERS]
     if unknown:
         p.error(f"--systems: unknown {', '.join(unknown)}")
@@ -183,7 +188,8 @@ def main(argv: list[str]) -> int:
             print(f"wrote {path}")
         if not args.no_chart:
             chart(results, args)
-    errors = results["compare"]["errors"]
+    pg = results.get("postgres") or {}
+    errors = results["compare"]["errors"] + pg.get("errors", [])
     if errors:
         print(f"{len(errors)} measurement(s) failed; see 'errors' in the JSON", file=sys.stderr)
     return 1 if errors else 0
@@ -424,6 +430,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         steps.profile(fresh(), args.steps, args.out / "profile.txt")
         say(f"wrote {args.out / 'profile.txt'}")
 
+    pg = None if args.no_postgres else postgres_peers.run(args, work, build_histories)
+
     info["loadavg_end"] = machine.loadavg()
     stead_hists = [h.handle for h in histories["stead"].values()]
     stead_resumes = {h.handle.events: resumes["stead"][n] for n, h in histories["stead"].items()}
@@ -434,6 +442,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     res["compare"] = comparison.summarise(
         systems, infos, w1, variants, labels, w2, histories, resumes, w5, res["floor"], errors
     )
+    res["postgres"] = pg
     return res
 
 

@@ -1,6 +1,6 @@
 """One resume measurement, in its own process (see :mod:`bench.resume`).
 
-Usage: python -m bench._child DB DATA_DIR AGENT_ID DECISIONS_SO_FAR
+Usage: python -m bench._child DB_OR_STORE_URL DATA_DIR AGENT_ID DECISIONS_SO_FAR
 
 Prints JSON: the time to open a new ``Runtime`` on the database, to run one
 step (take the lease, load the state, recover, decide, call the tool, commit,
@@ -18,7 +18,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import stead.store.sqlite  # noqa: F401  (imported lazily by open_store; not timed)
+# imported lazily by open_store: importing them here keeps it out of the timing
+import stead.store.postgres
+import stead.store.sqlite  # noqa: F401
 from stead import Event, Runtime
 
 from . import workload
@@ -35,7 +37,7 @@ def main(argv: Sequence[str]) -> int:
         commits.append(len(events))
 
     t0 = time.perf_counter()
-    rt = Runtime(f"sqlite:///{db}", data_dir=data_dir)
+    rt = Runtime(db if "://" in db else f"sqlite:///{db}", data_dir=data_dir)
     t1 = time.perf_counter()
     # the part of resuming that could depend on history: reading the agent's record and state
     load_s = 0.0

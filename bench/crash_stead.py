@@ -10,19 +10,20 @@ from starting the new worker to every agent having completed a step in it
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from stead import Runtime, parse_spec, tool
-from stead.store.sqlite import SqliteStore
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOL_SECONDS = 0.05
@@ -46,16 +47,16 @@ def _states(db: Path) -> dict[str, dict[str, Any]]:
     return {agent_id: json.loads(text) for agent_id, text in rows}
 
 
-def _wait(db: Path, done: Any, what: str) -> float:
+def _wait(states: Callable[[], dict[str, dict[str, Any]]], done: Any, what: str) -> float:
     start = time.perf_counter()
     while time.perf_counter() - start < DEADLINE:
-        if done(_states(db)):
+        if done(states()):
             return time.perf_counter()
         time.sleep(0.005)
     raise RuntimeError(f"workload 5: timed out waiting for {what}")
 
 
-def _worker(db: Path, data: Path, agents: int) -> subprocess.Popen[bytes]:
+def _worker(url: str, data: Path, agents: int, extra: Sequence[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -65,9 +66,10 @@ def _worker(db: Path, data: Path, agents: int) -> subprocess.Popen[bytes]:
             "--concurrency",
             str(agents),
             "--store",
-            f"sqlite:///{db}",
+            url,
             "--data-dir",
             str(data),
+            *extra,
         ],
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,
@@ -75,10 +77,24 @@ def _worker(db: Path, data: Path, agents: int) -> subprocess.Popen[bytes]:
     )
 
 
-def measure(workdir: Path, agents: int = 100) -> dict[str, Any]:
-    """Kill a worker running ``agents`` agents; time a new worker bringing them back."""
+def measure(
+    workdir: Path,
+    agents: int = 100,
+    url: str = "",
+    states: Callable[[], dict[str, dict[str, Any]]] | None = None,
+    extra: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Kill a worker running ``agents`` agents; time a new worker bringing them back.
+
+    On SQLite, or on the store ``url`` whose agents' states ``states()`` reads;
+    ``extra`` is added to each worker's command line.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     db, data = workdir / "stead.db", workdir / "data"
+    if not url:
+        url = f"sqlite:///{db}"
+        states = functools.partial(_states, db)
+    assert states is not None
     script = [{"tool": "slow_lookup", "args": {"key": f"k{i}"}} for i in range(STEPS)]
     (workdir / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
     spec = parse_spec(
@@ -90,15 +106,15 @@ def measure(workdir: Path, agents: int = 100) -> dict[str, Any]:
         },
         REPO_ROOT,
     )
-    rt = Runtime(SqliteStore(db), data)
+    rt = Runtime(url, data)
     for _ in range(agents):
         rt.create(spec)
     rt.close()
 
-    first = _worker(db, data, agents)
+    first = _worker(url, data, agents, extra)
     try:
         _wait(
-            db,
+            states,
             lambda s: len(s) == agents and all(x["steps_completed"] >= 2 for x in s.values()),
             "every agent to be running in the first worker",
         )
@@ -106,13 +122,13 @@ def measure(workdir: Path, agents: int = 100) -> dict[str, Any]:
         first.send_signal(signal.SIGKILL)
         first.wait()
     killed_at = time.perf_counter()
-    before = {a: x["steps_completed"] for a, x in _states(db).items()}
+    before = {a: x["steps_completed"] for a, x in states().items()}
 
     started = time.perf_counter()
-    second = _worker(db, data, agents)
+    second = _worker(url, data, agents, extra)
     try:
         all_back = _wait(
-            db,
+            states,
             lambda s: all(
                 x["activations"] >= 2 and x["steps_completed"] > before[a] for a, x in s.items()
             ),

@@ -63,9 +63,12 @@ def sequential(workdir: Path, agents: int, steps: int) -> dict[str, Any]:
     }
 
 
-def worker(workdir: Path, agents: int, steps: int, concurrency: int = 64) -> dict[str, Any]:
-    """``agents`` agents run by one :class:`~stead.runtime.worker.Worker` with group commit."""
-    rt = Runtime(f"sqlite:///{workdir / 'many.db'}", data_dir=workdir / "data")
+def worker(
+    workdir: Path, agents: int, steps: int, concurrency: int = 64, url: str | None = None
+) -> dict[str, Any]:
+    """``agents`` agents run by one :class:`~stead.runtime.worker.Worker` with group commit,
+    on SQLite or on the store ``url``."""
+    rt = Runtime(url or f"sqlite:///{workdir / 'many.db'}", data_dir=workdir / "data")
     try:
         spec = workload.spec(workdir, script_len=steps)
         t0 = time.perf_counter()

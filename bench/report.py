@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import comparison
+from . import comparison, postgres_report
 from .resume import History
 from .stats import median
 from .workload import STEP_KINDS
@@ -420,6 +420,7 @@ def show(res: Mapping[str, Any]) -> None:
         console.print(t)
     for e in cmp["errors"]:
         console.print(f"[red]failed[/red]: {e['system']} {e['workload']}: {e['error']}")
+    postgres_report.show(console, res.get("postgres"), cfg)
     console.print()
     console.print("[bold]stead in detail[/bold]")
     t = Table(title="Medians over rounds")
@@ -476,6 +477,7 @@ def markdown(res: Mapping[str, Any]) -> str:
         "",
     ]
     lines += comparison.markdown(res["compare"], cfg)
+    lines += postgres_report.markdown(res.get("postgres"), cfg)
     lines += [
         "",
         "### stead in detail",

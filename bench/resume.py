@@ -46,11 +46,14 @@ class History:
     decisions: int
     build_s: float
     db_bytes: int
+    url: str = ""
+    """The store's URL where it is not the SQLite file ``db``."""
 
 
-def build(workdir: Path, events: int) -> History:
+def build(workdir: Path, events: int, url: str = "") -> History:
     """An agent whose journal holds exactly ``events`` events (at least 2), not counting
-    the grants its creation records (one per tool its spec lists)."""
+    the grants its creation records (one per tool its spec lists); on SQLite, or in
+    the store ``url``."""
     if events < 2:
         raise ValueError("a history has at least agent_created and activation_started")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +61,7 @@ def build(workdir: Path, events: int) -> History:
     clock = SystemClock()
     rng = random.Random(events)
     t0 = time.perf_counter()
-    rt = Runtime(f"sqlite:///{db}", data_dir=data, clock=clock)
+    rt = Runtime(url or f"sqlite:///{db}", data_dir=data, clock=clock)
     try:
         store = rt.store
         state = rt.create(workload.spec(workdir, script_len=1))
@@ -90,7 +93,8 @@ def build(workdir: Path, events: int) -> History:
     build_s = time.perf_counter() - t0
     if state.version != events + grants or state.decisions != steps:
         raise RuntimeError(f"built {state.version} events, wanted {events} + {grants} grants")
-    return History(events, db, data, agent_id, steps, build_s, _db_bytes(db))
+    size = _db_bytes(db) if not url else 0
+    return History(events, db, data, agent_id, steps, build_s, size, url)
 
 
 def _db_bytes(db: Path) -> int:
@@ -110,7 +114,7 @@ def resume_once(history: History) -> dict[str, Any]:
             sys.executable,
             "-m",
             "bench._child",
-            str(history.db),
+            history.url or str(history.db),
             str(history.data_dir),
             history.agent_id,
             str(history.decisions),

@@ -88,6 +88,7 @@ def measure(
     output_bytes: int = workload.OUTPUT_BYTES,
     profiler: Any = None,
     model_url: str | None = None,
+    store_url: str | None = None,
 ) -> dict[str, Any]:
     """Run one agent for ``steps`` steps in a fresh store; time it.
 
@@ -97,8 +98,11 @@ def measure(
     ``cProfile.Profile``) is enabled around the run only. With ``model_url``, the
     agent's model is instead ``provider: openai`` at that URL (see
     :mod:`bench.fake_model`), shown the conversation as a real model would be.
+    ``store_url`` (a ``postgresql://`` URL) is the store instead of ``backend``'s.
     """
     url = f"sqlite:///{workdir / 'steps.db'}" if backend == "sqlite" else "memory:"
+    if store_url is not None:
+        url, backend = store_url, "postgresql"
     rt = Runtime(url, data_dir=workdir / "data")
     try:
         provider = None
