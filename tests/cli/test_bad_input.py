@@ -204,6 +204,7 @@ def test_an_empty_tenant_is_not_the_operator(
     [
         ["work", "--concurrency", "0"],
         ["work", "--concurrency", "-3"],
+        ["work", "--in-flight", "0"],
         ["work", "--hibernate-after", "-5"],
         ["work", "--hibernate-after", "nan"],
         ["work", "--poll", "0"],

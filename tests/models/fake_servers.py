@@ -17,6 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # a worker's hundreds of agents may connect at once
+
+
 @dataclass
 class Reply:
     """One answer: a status, headers, a JSON body (or raw bytes), after a delay."""
@@ -76,7 +80,7 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_port}{prefix}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

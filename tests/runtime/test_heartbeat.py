@@ -5,10 +5,16 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from stead import LeaseHeld, Runtime, SystemClock, ToolContext, parse_spec, tool
+from stead import FakeClock, LeaseHeld, Runtime, SystemClock, ToolContext, parse_spec, tool
+from stead.errors import StoreUnusable
+from stead.journal import Kind, NewEvent
+from stead.runtime.heartbeat import Heartbeats
+from stead.store.base import AgentRecord
+from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
 from stead.tools.base import as_tool
 
@@ -44,3 +50,57 @@ def test_the_lease_is_renewed_while_a_long_tool_runs(tmp_path: Path) -> None:
     assert other.acquire_lease(agent, "intruder:1", ttl, time.time()).owner == "intruder:1"
     other.close()
     rt.close()
+
+
+class _Down(MemoryStore):
+    """A store that cannot be reached while ``down`` is set."""
+
+    down = False
+
+    def renew_leases(self, leases: Any, ttl: float, now: float) -> Any:
+        if self.down:
+            raise StoreUnusable("the store cannot be used now")
+        return super().renew_leases(leases, ttl, now)
+
+
+def test_shared_heartbeats_renew_every_lease_and_give_up_the_lost_ones() -> None:
+    store, clock = _Down(), FakeClock()
+    for agent_id in ("ag_1", "ag_2", "ag_3"):
+        store.create_agent(
+            AgentRecord(agent_id, "t1", "n", {}, clock.now()),
+            [NewEvent(Kind.AGENT_CREATED, {"tenant": "t1", "name": "n"})],
+            at=clock.now(),
+        )
+    beats = Heartbeats(store, 30.0, clock)  # its own thread waits 10 s: rounds run here
+    lost: list[str] = []
+    try:
+        leases = {a: store.acquire_lease(a, "w1", 30.0, clock.now()) for a in ("ag_1", "ag_2")}
+        for agent_id, lease in leases.items():
+            beats.add(lease, lambda a=agent_id: lost.append(a))
+        clock.advance(20)
+        beats.renew()
+        assert [store.get_lease(a).expires_at for a in leases] == [clock.now() + 30] * 2  # type: ignore[union-attr]
+        # another worker takes ag_2 over: its renewal is refused, it is given up once
+        store.acquire_lease("ag_2", "w2", 30.0, clock.now(), takeover="w1")
+        beats.renew()
+        beats.renew()
+        assert lost == ["ag_2"]
+        # a store that cannot be reached loses nothing while the lease may still be
+        # this worker's, and gives it up once it has certainly lapsed
+        store.down = True
+        beats.renew()
+        assert lost == ["ag_2"]
+        clock.advance(31)
+        beats.renew()
+        assert lost == ["ag_2", "ag_1"]
+        # a discarded lease is no longer renewed
+        third = store.acquire_lease("ag_3", "w1", 30.0, clock.now())
+        beats.add(third, lambda: lost.append("ag_3"))
+        beats.discard("ag_3")
+        store.down = False
+        clock.advance(100)
+        beats.renew()
+        assert lost == ["ag_2", "ag_1"]
+        assert store.get_lease("ag_3") == third
+    finally:
+        beats.close()

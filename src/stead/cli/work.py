@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..errors import StoreUnusable
 from ..runtime.worker import Worker, WorkerReport
+from ..workers.parked import ParkedWorker
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -33,7 +34,19 @@ def register(
         "work", parents=[common], help="run every runnable agent, many at a time, with group commit"
     )
     p.add_argument(
-        "--concurrency", type=positive_int, default=32, help="agents run at once (default 32)"
+        "--concurrency",
+        type=positive_int,
+        default=32,
+        help="agents run at once (default 32); with --in-flight, the threads they run on",
+    )
+    p.add_argument(
+        "--in-flight",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="keep up to N agents in flight, each parked while its model answers, on "
+        "--concurrency threads (for models over HTTP that take seconds: thousands of "
+        "agents per worker; see docs/scaling.md)",
     )
     p.add_argument(
         "--forever",
@@ -71,11 +84,17 @@ def cmd_work(args: argparse.Namespace) -> int:
     with runtime_for(args) as rt:
         if args.lease_ttl is not None:
             rt.lease_ttl = args.lease_ttl
-        worker = Worker(
-            rt,
-            concurrency=args.concurrency,
-            tenant=tenant_of(args),
-            hibernate_after=None if args.no_hibernate else args.hibernate_after,
+        hibernate_after = None if args.no_hibernate else args.hibernate_after
+        worker = (
+            Worker(rt, args.concurrency, tenant_of(args), hibernate_after=hibernate_after)
+            if args.in_flight is None
+            else ParkedWorker(
+                rt,
+                args.in_flight,
+                threads=args.concurrency,
+                tenant=tenant_of(args),
+                hibernate_after=hibernate_after,
+            )
         )
 
         def stop(signum: int, frame: FrameType | None) -> None:

@@ -199,8 +199,10 @@ async def apost_json(
     service: str,
     max_retries: int,
     rng: random.Random,
+    timeout: httpx.Timeout,
 ) -> Exchange:
-    """:func:`post_json` on an event loop: the request waits without a thread."""
+    """:func:`post_json` on an event loop: the request waits without a thread. The
+    client is shared by many models, so each request brings its own ``timeout``."""
     payload = json.dumps(body, ensure_ascii=False).encode()
     sending = {**headers, "content-type": "application/json"}
     loop = _exchange(service, max_retries, rng)
@@ -213,7 +215,7 @@ async def apost_json(
                 await asyncio.sleep(seconds or 0.0)
                 continue
             try:
-                answer = await client.post(url, headers=sending, content=payload)
+                answer = await client.post(url, headers=sending, content=payload, timeout=timeout)
             except httpx.TransportError as exc:
                 answer = exc
     except StopIteration as done:

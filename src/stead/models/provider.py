@@ -200,6 +200,7 @@ class ProviderModel:
             service=f"{self.service} at {self.options.base_url}",
             max_retries=self.options.max_retries,
             rng=self._rng,
+            timeout=self.timeout(),
         )
         return self._decision(exchange, tools)
 

@@ -174,12 +174,10 @@ class Runtime(AuthorityActions):
         """Take the agent's lease, recover, and run it until it stops.
 
         ``max_steps`` bounds the decisions made in this activation (the spec's
-        limit bounds the agent's whole life). Raises
-        :class:`~stead.errors.LeaseHeld` if another live worker runs it.
-        With a ``committer``, its commits are grouped with other agents'. With
-        ``record_model``, a provider model's exchanges are appended to that file
-        (see :mod:`stead.models.recording`).
-        """
+        limit, the agent's whole life). Raises :class:`~stead.errors.LeaseHeld`
+        if another live worker runs it. A ``committer`` groups its commits with
+        other agents'; ``record_model`` records a provider model's exchanges to
+        that file (:mod:`stead.models.recording`)."""
         return answer_inline(
             self.activate(
                 agent_id,
@@ -292,20 +290,7 @@ class Runtime(AuthorityActions):
         The proposal's call runs as its own call (its id is the proposal id),
         journaled with who accepted it; the tenant's policy still applies.
         """
-        record = self.store.get_record(agent_id)
-        act = Activation(
-            self.store,
-            record,
-            self.workspace(agent_id, record.tenant),
-            _NoModel(),
-            self.tools_for(record),
-            self.clock,
-            lease_ttl=self.lease_ttl,
-            sandbox=self.sandbox,
-            vault=self.vault,
-        )
-        act.acquire()
-        try:
+        with self.hold(agent_id, self.tools_for(self.store.get_record(agent_id))) as act:
             hibernation.refuse_while_hibernated(act.state, "accept its proposal")
             proposal = act.state.proposals.get(proposal_id)
             if proposal is None:
@@ -329,8 +314,6 @@ class Runtime(AuthorityActions):
             act.run_tool(-1, action, authority=authority)
             act.flush()
             return act.state
-        finally:
-            act.release()
 
     def check(self, agent_id: str) -> tuple[list[tuple[int, Violation]], list[dict[str, Any]]]:
         """The monitors run over the stored journal, and the violations the live run journaled.

@@ -132,11 +132,13 @@ class Worker:
         self.hibernate_idle(report)
         return report
 
-    def claim(self) -> list[Lease] | None:
-        """Leases of agents with work, taken for this worker (where the store claims)."""
+    def claim(self, limit: int | None = None) -> list[Lease] | None:
+        """Leases of up to ``limit`` (default: ``concurrency``) agents with work, taken
+        for this worker (where the store claims)."""
         rt = self.runtime
         owner = f"{this_worker()}:{time.monotonic_ns()}"
-        return rt.store.claim(owner, rt.lease_ttl, rt.clock.now(), self.concurrency, self.tenant)
+        most = self.concurrency if limit is None else limit
+        return rt.store.claim(owner, rt.lease_ttl, rt.clock.now(), most, self.tenant)
 
     def _run_one(
         self, agent_id: str, committer: GroupCommitter, lease: Lease | None = None

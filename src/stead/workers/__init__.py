@@ -1,0 +1,1 @@
+"""Workers that keep many agents in flight at once (see :mod:`.parked`)."""
