@@ -314,3 +314,56 @@ def in_flight(
             )
             out[name] = summary
     return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m bench.postgres_peers``: agents in flight only, every system, as JSON."""
+    import json
+    import sys
+    import tempfile
+
+    p = argparse.ArgumentParser(prog="python -m bench.postgres_peers", description=main.__doc__)
+    p.add_argument("--systems", type=lambda s: s.split(","), default=["stead", *PG_PEERS])
+    p.add_argument("--peers-python", type=Path, default=PEERS_PYTHON)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    args.peer_max_history = None
+    server = Server(args.postgres_url)
+    reason = server.check()
+    if reason is not None:
+        print(f"PostgreSQL cannot be reached: {reason}", file=sys.stderr)
+        return 2
+    systems: list[System] = [
+        SteadPg(server) if n == "stead" else PG_PEERS[n](server, args.peers_python)
+        for n in args.systems
+    ]
+    errors: list[str] = []
+
+    def attempt(system: System, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as e:  # reported, and the next system measured
+            report.progress(f"error: {system.label} {what}: {e}")
+            errors.append(f"{system.label} {what}: {e}")
+            return None
+
+    with tempfile.TemporaryDirectory(dir=Path(__file__).parent) as tmp:
+        counter = iter(range(1_000_000))
+
+        def once(fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+            d = Path(tmp) / f"run-{next(counter)}"
+            d.mkdir()
+            return fn(d)
+
+        try:
+            out = in_flight(args, systems, once, attempt)
+        finally:
+            server.drop_all()
+    print(json.dumps({"in_flight": out, "errors": errors}, indent=2))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -255,14 +255,15 @@ async def in_flight(args: argparse.Namespace) -> dict[str, Any]:
     model = MODEL["model"] = Model(args.model_url)
     try:
 
+        async def one(name: str, steps: int) -> None:
+            with SetWorkflowID(name):
+                handle = await DBOS.start_workflow_async(agent_async, name, steps)
+            if (await handle.get_result())["looked_up"] != steps:
+                raise RuntimeError(f"workflow {name} did not finish")
+
         async def run(names: list[str], steps: int) -> None:
-            handles = []
-            for name in names:
-                with SetWorkflowID(name):
-                    handles.append(await DBOS.start_workflow_async(agent_async, name, steps))
-            for h in handles:
-                if (await h.get_result())["looked_up"] != steps:
-                    raise RuntimeError(f"workflow {h.get_workflow_id()} did not finish")
+            # every agent handed over at once, as LangGraph's are by gathering ainvoke
+            await asyncio.gather(*(one(name, steps) for name in names))
 
         await run([f"warmup-{i}" for i in range(4)], 2)
         model.answers.clear()
