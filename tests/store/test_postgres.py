@@ -538,6 +538,42 @@ def test_a_writer_that_stops_inside_its_transaction_loses_its_row_locks(
         assert len(list(again.read_events("ag_1"))) == state.version
 
 
+def _end_sessions(application_name: str) -> int:
+    """End every server session of ``application_name``, as a restart would."""
+    with connect() as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s",
+            (application_name,),
+        ).fetchone()
+    return int(ended[0]) if ended else 0
+
+
+def test_reads_and_lease_renewals_meet_a_restart_once_not_as_a_failure(schema: str) -> None:
+    """Every pooled connection ended under the store (a restart, a failover): the next
+    read is asked again on a fresh connection, as is a lease's renewal; a commit of
+    events is not, since whether it was stored is not known, and it fails."""
+    with PostgresStore(url_for(schema, application_name="restarted", pool_max="3")) as store:
+        state = seed(store)
+        lease = store.acquire_lease("ag_1", "w1", TTL, T0 + 2)
+        for read in (
+            lambda: store.load_state("ag_1").version,
+            lambda: len(list(store.read_events("ag_1"))),
+            lambda: store.get_record("ag_1").tenant,
+            lambda: store.renew_lease(lease, TTL, T0 + 3).expires_at,
+            lambda: store.renew_leases([lease], TTL, T0 + 4)[0] is not None,
+            lambda: store.agents_to_run(T0 + 5),
+            lambda: store.signals("ag_1"),
+        ):
+            expected = read()
+            assert _end_sessions("restarted") >= 1
+            assert read() == expected
+        assert _end_sessions("restarted") >= 1
+        with pytest.raises(StoreUnusable, match="cannot be used"):
+            store.commit(state, memory(1), epoch=lease.epoch, at=T0 + 6)
+        assert store.load_state("ag_1").version == state.version
+
+
 def test_a_server_that_does_not_answer_is_refused_as_unusable() -> None:
     with pytest.raises(StoreUnusable, match=r"127\.0\.0\.1:1/test.*cannot be used"):
         open_store("postgresql://postgres@127.0.0.1:1/test?schema=nowhere")

@@ -102,7 +102,7 @@ from .postgres_migrations import (
     migrate,
     recorded_version,
 )
-from .postgres_rows import PostgresRows, put_anchor
+from .postgres_rows import PostgresRows, put_anchor, retried
 
 _PAGE = 2_000
 _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)
@@ -204,6 +204,7 @@ class PostgresStore(PostgresRows):
 
     # -- workers hearing of work (see stead.store.postgres_wakeups) ----------------
 
+    @retried
     def next_wake(self, tenant: str | None = None) -> float | None:
         with self._conn() as db:
             return postgres_wakeups.next_wake(db, tenant)
@@ -254,6 +255,7 @@ class PostgresStore(PostgresRows):
             put_anchor(db, anchor)
             postgres_wakeups.tell(db, self._channel, record.agent_id, None, state)
 
+    @retried
     def get_record(self, agent_id: str) -> AgentRecord:
         with self._conn() as db:
             row = db.execute(
@@ -264,6 +266,7 @@ class PostgresStore(PostgresRows):
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
         return AgentRecord(agent_id, row[0], row[1], loads(row[2]), float(row[3]))
 
+    @retried
     def load_state(self, agent_id: str) -> State:
         with self._conn() as db:
             row = db.execute("SELECT state FROM agents WHERE agent_id = %s", (agent_id,)).fetchone()
@@ -271,6 +274,7 @@ class PostgresStore(PostgresRows):
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
         return State.from_json(loads(row[0]))
 
+    @retried
     def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
         with self._conn() as db:
             if tenant is None:
@@ -372,18 +376,23 @@ class PostgresStore(PostgresRows):
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
         while seq <= last:
-            with self._conn() as db:
-                rows = db.execute(
-                    f"SELECT {_EVENT_COLUMNS} FROM events "
-                    "WHERE agent_id = %s AND seq >= %s AND seq <= %s ORDER BY seq LIMIT %s",
-                    (agent_id, seq, last, _PAGE),
-                ).fetchall()
+            rows = self._page(agent_id, seq, last)
             for row in rows:
                 yield _event(agent_id, row)
             if len(rows) < _PAGE:
                 return
             seq = int(rows[-1][0]) + 1
 
+    @retried
+    def _page(self, agent_id: str, seq: int, last: int) -> list[tuple[Any, ...]]:
+        with self._conn() as db:
+            return db.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events "
+                "WHERE agent_id = %s AND seq >= %s AND seq <= %s ORDER BY seq LIMIT %s",
+                (agent_id, seq, last, _PAGE),
+            ).fetchall()
+
+    @retried
     def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
         self.get_record(agent_id)  # NotFound, like read_events
         wanted = set(kinds)
@@ -429,6 +438,7 @@ class PostgresStore(PostgresRows):
                 raise LeaseHeld(lease_held_message(held, now))
             return Lease(agent_id, owner, int(row[0]), now + ttl)
 
+    @retried
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         with self._conn() as db:
             cur = db.execute(
@@ -440,6 +450,7 @@ class PostgresStore(PostgresRows):
                 raise renewal_refused(lease)
         return Lease(lease.agent_id, lease.owner, lease.epoch, now + ttl)
 
+    @retried
     def renew_leases(self, leases: Sequence[Lease], ttl: float, now: float) -> list[Lease | None]:
         if not leases:
             return []
@@ -463,6 +474,7 @@ class PostgresStore(PostgresRows):
             for x in leases
         ]
 
+    @retried
     def release_lease(self, lease: Lease) -> None:
         with self._tx() as db:
             db.execute(
@@ -473,6 +485,7 @@ class PostgresStore(PostgresRows):
             # under it) found no one free to take it: tell again, now it is free
             postgres_wakeups.tell_if_runnable(db, self._channel, lease.agent_id)
 
+    @retried
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._conn() as db:
             return _lease_row(db, agent_id)

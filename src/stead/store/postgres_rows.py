@@ -12,20 +12,49 @@ of the events it describes.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg.rows import TupleRow
+from psycopg_pool import PoolTimeout
 
 from ..canonical import dumps, loads
-from ..errors import NotFound
+from ..errors import NotFound, StoreUnusable
 from . import postgres_snapshots
 from .anchors import Anchor
 from .base import PolicyRecord, SnapshotRecord, Store
 
 Conn = psycopg.Connection[TupleRow]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def retried(method: F) -> F:
+    """Try a call once more when the connection it was lent had been ended by the
+    server (a restart, a failover, an administrator): the pool then holds only live
+    connections again, so a worker's read meets a restart once, not as a failure.
+
+    Only for reads, and writes that do the same when done twice (a lease renewed or
+    given back). A commit of events is not retried: if the connection went during
+    its COMMIT, whether it was stored is unknown, and the activation that made it
+    ends and is redone by the next holder from what the store has. A store that
+    cannot be reached at all (the pool's wait ran out) is not asked again."""
+
+    @functools.wraps(method)
+    def again(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except StoreUnusable as exc:
+            lost = exc.__cause__
+            if not isinstance(lost, psycopg.OperationalError) or isinstance(lost, PoolTimeout):
+                raise
+            return method(self, *args, **kwargs)
+
+    return cast(F, again)
+
 
 _ANCHOR_COLUMNS = "agent_id, version, head_hash, state_hash, verified, public_key, signature"
 
@@ -63,6 +92,7 @@ class PostgresRows(Store):
 
     # -- anchors ------------------------------------------------------------------
 
+    @retried
     def get_anchor(self, agent_id: str) -> Anchor | None:
         with self._conn() as db:
             row = db.execute(
@@ -79,19 +109,23 @@ class PostgresRows(Store):
 
     # -- hibernation: the rows live in stead.store.postgres_snapshots ---------------
 
+    @retried
     def get_snapshot(self, snapshot_id: str) -> SnapshotRecord:
         with self._conn() as db:
             return postgres_snapshots.get(db, snapshot_id)
 
+    @retried
     def list_snapshots(self, agent_id: str) -> list[SnapshotRecord]:
         self.get_record(agent_id)
         with self._conn() as db:
             return postgres_snapshots.of_agent(db, agent_id)
 
+    @retried
     def agents_to_run(self, now: float, tenant: str | None = None) -> list[str]:
         with self._conn() as db:
             return postgres_snapshots.agents_to_run(db, now, tenant)
 
+    @retried
     def idle_agents(self, before: float, tenant: str | None = None) -> list[str]:
         with self._conn() as db:
             return postgres_snapshots.idle_agents(db, before, tenant)
@@ -107,6 +141,7 @@ class PostgresRows(Store):
                 (tenant, agent_id, name, sealed, at),
             )
 
+    @retried
     def get_secret(self, tenant: str, agent_id: str, name: str) -> str | None:
         with self._conn() as db:
             row = db.execute(
@@ -115,6 +150,7 @@ class PostgresRows(Store):
             ).fetchone()
         return None if row is None else str(row[0])
 
+    @retried
     def list_secrets(self, tenant: str) -> list[tuple[str, str, float]]:
         with self._conn() as db:
             rows = db.execute(
@@ -154,6 +190,7 @@ class PostgresRows(Store):
             )
             return version
 
+    @retried
     def policy_version(self, tenant: str) -> int:
         with self._conn() as db:
             row = db.execute(
@@ -161,6 +198,7 @@ class PostgresRows(Store):
             ).fetchone()
         return int(row[0] or 0) if row is not None else 0
 
+    @retried
     def get_policy(self, tenant: str, version: int | None = None) -> PolicyRecord | None:
         with self._conn() as db:
             if version is None:
@@ -191,6 +229,7 @@ class PostgresRows(Store):
                 (agent_id, signal_id, dumps(data), at),
             )
 
+    @retried
     def signals(self, agent_id: str) -> list[tuple[str, dict[str, Any]]]:
         with self._conn() as db:
             rows = db.execute(
@@ -199,6 +238,7 @@ class PostgresRows(Store):
             ).fetchall()
         return [(str(sid), loads(data)) for sid, data in rows]
 
+    @retried
     def drop_signals(self, agent_id: str, signal_ids: Sequence[str]) -> None:
         if not signal_ids:
             return

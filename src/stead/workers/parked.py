@@ -8,7 +8,7 @@ activation is a :data:`~stead.runtime.steps.Machine` (``Runtime.activate``): it
 runs on one of a few threads only while it has work for the processor, the
 store or a tool, from its lease to its first question for the model and from
 each answer to the next question. While the model thinks it is parked: its
-request waits on one event loop over one shared ``httpx.AsyncClient``, and its
+request waits on one event loop over clients shared by every few dozen agents, and its
 lease is renewed with every other one by one :class:`~stead.runtime.heartbeat.
 Heartbeats` thread, in one store call. Commits are grouped across agents as in
 the threaded worker. A model that cannot ask on an event loop (scripted,
@@ -75,14 +75,8 @@ class ParkedWorker(Worker):
         loop = asyncio.new_event_loop()
         looping = threading.Thread(target=loop.run_forever, name="stead-models", daemon=True)
         looping.start()
-        # every agent's requests share its connections: no client (and TLS context) each;
-        # but no cookies, which one agent's service could set and another's requests carry
-        client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=self.concurrency),
-            follow_redirects=False,
-            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
-        )
-        flight = _Flight(self, client, loop, ended, committer, heartbeats)
+        clients = _clients(self.concurrency)
+        flight = _Flight(self, clients, loop, ended, committer, heartbeats)
         try:
             with ThreadPoolExecutor(self.threads, thread_name_prefix="stead-agent") as pool:
                 flight.pool = pool
@@ -105,7 +99,8 @@ class ParkedWorker(Worker):
                     running.discard(agent_id)
                     self._ended(agent_id, outcome, exc, report)
         finally:
-            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=10)
+            for client in clients:
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=10)
             loop.call_soon_threadsafe(loop.stop)
             looping.join(timeout=10)
             loop.close()
@@ -147,6 +142,28 @@ class ParkedWorker(Worker):
                 self.on_outcome(agent_id, outcome)
 
 
+AGENTS_PER_CLIENT = 32
+"""Agents whose requests share one client's connections. httpcore's pool looks
+at every connection it holds for each request it places, so one pool for
+thousands of agents spends the event loop's whole time looking; pools of a few
+dozen keep that small, and connections are still reused across agents."""
+
+
+def _clients(in_flight: int) -> list[httpx.AsyncClient]:
+    """The worker's clients, sharing one TLS context. No cookies: a service could set
+    one on an agent's answer that another agent's requests would then carry."""
+    tls = httpx.create_ssl_context()
+    return [
+        httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=AGENTS_PER_CLIENT),
+            follow_redirects=False,
+            verify=tls,
+            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
+        )
+        for _ in range(-(-in_flight // AGENTS_PER_CLIENT))
+    ]
+
+
 class _Flight:
     """The agents of one :meth:`ParkedWorker.run_until_idle`: each advanced on the pool
     until it asks a model, then parked on the event loop until the answer comes."""
@@ -156,14 +173,14 @@ class _Flight:
     def __init__(
         self,
         worker: ParkedWorker,
-        client: httpx.AsyncClient,
+        clients: list[httpx.AsyncClient],
         loop: asyncio.AbstractEventLoop,
         ended: queue.Queue[Ended],
         committer: GroupCommitter,
         heartbeats: Heartbeats,
     ) -> None:
         self.worker = worker
-        self.client = client
+        self.clients = clients
         self.loop = loop
         self.ended = ended
         self.committer = committer
@@ -211,7 +228,8 @@ class _Flight:
             machine.close()
             self.ended.put((agent_id, None, exc))
             return
-        answer = asyncio.run_coroutine_threadsafe(adecide(ask.context, self.client), self.loop)
+        client = self.clients[hash(agent_id) % len(self.clients)]
+        answer = asyncio.run_coroutine_threadsafe(adecide(ask.context, client), self.loop)
         answer.add_done_callback(lambda got: self._answered(agent_id, machine, got))
 
     def _answered(self, agent_id: str, machine: Machine[Outcome], got: Future[Any]) -> None:
