@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import json
 import os
+import resource
 import secrets
 import subprocess
 import sys
@@ -33,6 +34,9 @@ from .postgres import _rss_kb
 from .stats import median, pct
 from .systems import Hist, System
 from .workload import REPO_ROOT
+
+THREADS = 16
+"""The parked worker's threads: activations run on them between model answers."""
 
 
 class Server:
@@ -166,8 +170,8 @@ class SteadPg(System):
     def in_flight(
         self, workdir: Path, model_url: str, agents: int, n: int, latency: float
     ) -> dict[str, Any]:
-        """One ``stead work`` process with ``--concurrency`` = ``agents``, each agent making
-        ``n`` steps whose model answers after ``latency``."""
+        """One ``stead work --in-flight agents`` process, each agent making ``n`` steps
+        whose model answers after ``latency``."""
         with self.server.schema() as schema:
             return _in_flight(self.server, schema, workdir, model_url, agents, n, latency)
 
@@ -187,8 +191,11 @@ def _in_flight(
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     argv = [sys.executable, "-m", "stead", "work", "--forever", "--poll", "5",
-            "--concurrency", str(agents), "--no-hibernate", "--store", url,
-            "--data-dir", str(data)]  # fmt: skip
+            "--in-flight", str(agents), "--concurrency", str(THREADS), "--no-hibernate",
+            "--store", url, "--data-dir", str(data)]  # fmt: skip
+    # the worker holds a socket to the model per agent in flight, and inherits the limit
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     proc = subprocess.Popen(
         argv, env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -230,6 +237,7 @@ def _in_flight(
         "rss_base_kb": base,
         "rss_peak_kb": peak,
         "kb_per_agent": (peak - base) / agents,
-        "how": f"one `stead work --concurrency {agents}` process (a thread per activation)",
+        "how": f"one `stead work --in-flight {agents} --concurrency {THREADS}` process "
+        "(activations parked while their model answers)",
         **settings,
     }
