@@ -6,19 +6,22 @@ the provider's (checked against the SDKs' types in test_fake_servers.py).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from stead.errors import ContextTooLong, InvalidAnswer, ModelAuthError, ModelError, SpecError
 from stead.models.anthropic import AnthropicModel
-from stead.models.base import RenderedContext
+from stead.models.base import Decision, RenderedContext
 from stead.models.openai import OpenAIModel
 from stead.models.options import parse_model
 from stead.models.provider import ProviderModel
+from stead.workers.parked import model_session
 
 from .fake_servers import (
     FakeServer,
@@ -46,11 +49,35 @@ READ = {
 CONTEXT = RenderedContext(text="# Agent a\n\n## Goals\n(none)\n", hash="h", step=0, tools=[READ])
 
 
+ON_LOOP = False
+
+
+@pytest.fixture(params=["threads", "event-loop"], autouse=True)
+def asking(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test twice: the model asked in the thread (``decide``, as ``stead run``
+    and the threaded worker ask), and on an event loop over the parked worker's
+    session (``adecide``, as ``stead work --in-flight`` asks)."""
+    global ON_LOOP
+    ON_LOOP = request.param == "event-loop"
+    yield
+    ON_LOOP = False
+
+
+def on_loop(model: ProviderModel, context: RenderedContext) -> Decision:
+    async def ask() -> Decision:
+        async with await model_session() as session:
+            return await model.adecide(context, session)
+
+    return asyncio.run(ask())
+
+
 def make(provider: str, url: str, **options: Any) -> tuple[ProviderModel, list[float]]:
     slept: list[float] = []
     opts = parse_model({"provider": provider, "name": "m-1", "base_url": url, **options})
     cls = OpenAIModel if provider == "openai" else AnthropicModel
     model = cls(opts, "sk-test-KEY-0123456789", rng=random.Random(7), sleep=slept.append)
+    if ON_LOOP:
+        model.decide = functools.partial(on_loop, model)  # type: ignore[method-assign]
     return model, slept
 
 

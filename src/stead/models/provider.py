@@ -19,11 +19,14 @@ import os
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..errors import InvalidAnswer, ModelError
+
+if TYPE_CHECKING:
+    import aiohttp
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
 from .http import Attempt, Exchange, apost_json, post_json
@@ -188,19 +191,28 @@ class ProviderModel:
         )
         return self._decision(exchange, tools)
 
-    async def adecide(self, context: RenderedContext, client: httpx.AsyncClient) -> Decision:
-        """:meth:`decide` on an event loop, over ``client`` (a worker's, shared by the
-        agents it keeps in flight: see :mod:`stead.runtime.parked`)."""
+    async def adecide(self, context: RenderedContext, session: aiohttp.ClientSession) -> Decision:
+        """:meth:`decide` on an event loop, over ``session`` (a worker's, shared by the
+        agents it keeps in flight: see :mod:`stead.workers.parked`)."""
         tools = offered_tools(context)
+        kwargs: dict[str, Any] = {}
+        if self._sleep is not None:
+            pause = self._sleep
+
+            async def paused(seconds: float) -> None:
+                pause(seconds)
+
+            kwargs["sleep"] = paused
         exchange = await apost_json(
-            client,
+            session,
             self.endpoint(),
             self.headers(),
             self.request(context, tools),
             service=f"{self.service} at {self.options.base_url}",
             max_retries=self.options.max_retries,
             rng=self._rng,
-            timeout=self.timeout(),
+            timeout=self.options.timeout,
+            **kwargs,
         )
         return self._decision(exchange, tools)
 

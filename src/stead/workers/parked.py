@@ -8,7 +8,7 @@ activation is a :data:`~stead.runtime.steps.Machine` (``Runtime.activate``): it
 runs on one of a few threads only while it has work for the processor, the
 store or a tool, from its lease to its first question for the model and from
 each answer to the next question. While the model thinks it is parked: its
-request waits on one event loop over clients shared by every few dozen agents, and its
+request waits on one event loop over one shared aiohttp session, and its
 lease is renewed with every other one by one :class:`~stead.runtime.heartbeat.
 Heartbeats` thread, in one store call. Commits are grouped across agents as in
 the threaded worker. A model that cannot ask on an event loop (scripted,
@@ -27,9 +27,9 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
+import aiohttp
 import httpx
 
 from ..errors import LeaseHeld, SteadError
@@ -75,8 +75,8 @@ class ParkedWorker(Worker):
         loop = asyncio.new_event_loop()
         looping = threading.Thread(target=loop.run_forever, name="stead-models", daemon=True)
         looping.start()
-        clients = _clients(self.concurrency)
-        flight = _Flight(self, clients, loop, ended, committer, heartbeats)
+        session = asyncio.run_coroutine_threadsafe(model_session(), loop).result()
+        flight = _Flight(self, session, loop, ended, committer, heartbeats)
         try:
             with ThreadPoolExecutor(self.threads, thread_name_prefix="stead-agent") as pool:
                 flight.pool = pool
@@ -99,8 +99,7 @@ class ParkedWorker(Worker):
                     running.discard(agent_id)
                     self._ended(agent_id, outcome, exc, report)
         finally:
-            for client in clients:
-                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=10)
+            asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=10)
             loop.call_soon_threadsafe(loop.stop)
             looping.join(timeout=10)
             loop.close()
@@ -142,26 +141,16 @@ class ParkedWorker(Worker):
                 self.on_outcome(agent_id, outcome)
 
 
-AGENTS_PER_CLIENT = 32
-"""Agents whose requests share one client's connections. httpcore's pool looks
-at every connection it holds for each request it places, so one pool for
-thousands of agents spends the event loop's whole time looking; pools of a few
-dozen keep that small, and connections are still reused across agents."""
-
-
-def _clients(in_flight: int) -> list[httpx.AsyncClient]:
-    """The worker's clients, sharing one TLS context. No cookies: a service could set
-    one on an agent's answer that another agent's requests would then carry."""
-    tls = httpx.create_ssl_context()
-    return [
-        httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=AGENTS_PER_CLIENT),
-            follow_redirects=False,
-            verify=tls,
-            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
-        )
-        for _ in range(-(-in_flight // AGENTS_PER_CLIENT))
-    ]
+async def model_session() -> aiohttp.ClientSession:
+    """The worker's one session for every agent's requests (made on its event loop).
+    No cookies: a service could set one on an agent's answer that another agent's
+    requests would then carry. Certificates are checked as the threaded worker's
+    httpx does (its CA bundle), and proxies come from the environment likewise."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, ssl=httpx.create_ssl_context()),
+        cookie_jar=aiohttp.DummyCookieJar(),
+        trust_env=True,
+    )
 
 
 class _Flight:
@@ -173,14 +162,14 @@ class _Flight:
     def __init__(
         self,
         worker: ParkedWorker,
-        clients: list[httpx.AsyncClient],
+        session: aiohttp.ClientSession,
         loop: asyncio.AbstractEventLoop,
         ended: queue.Queue[Ended],
         committer: GroupCommitter,
         heartbeats: Heartbeats,
     ) -> None:
         self.worker = worker
-        self.clients = clients
+        self.session = session
         self.loop = loop
         self.ended = ended
         self.committer = committer
@@ -228,8 +217,7 @@ class _Flight:
             machine.close()
             self.ended.put((agent_id, None, exc))
             return
-        client = self.clients[hash(agent_id) % len(self.clients)]
-        answer = asyncio.run_coroutine_threadsafe(adecide(ask.context, client), self.loop)
+        answer = asyncio.run_coroutine_threadsafe(adecide(ask.context, self.session), self.loop)
         answer.add_done_callback(lambda got: self._answered(agent_id, machine, got))
 
     def _answered(self, agent_id: str, machine: Machine[Outcome], got: Future[Any]) -> None:
