@@ -16,7 +16,7 @@ from stead import FakeClock, Kind, Runtime
 from stead.canonical import sha256_hex
 from stead.integrity.certificates import journaled_certificate, verify_certificate
 from stead.journal import NewEvent
-from stead.runtime.runtime import person
+from stead.runtime.leases import person
 from stead.tools.base import as_tool
 from stead.tools.builtin import BUILTINS
 

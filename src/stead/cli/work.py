@@ -98,7 +98,7 @@ def cmd_work(args: argparse.Namespace) -> int:
         )
 
         def stop(signum: int, frame: FrameType | None) -> None:
-            err.print("stopping: no new agents will start; running activations finish")
+            err.print("stopping: no new agents will start; running ones end their step")
             worker.stop()
 
         previous = signal.signal(signal.SIGTERM, stop)

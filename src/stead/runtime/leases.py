@@ -8,6 +8,7 @@ another host is waited out.
 
 from __future__ import annotations
 
+import getpass
 import os
 import socket
 
@@ -59,3 +60,12 @@ def ensure_held(store: Store, lease: Lease) -> None:
             f"this worker no longer holds agent {lease.agent_id}'s lease (epoch "
             f"{lease.epoch}); another worker has taken it over, so this call must not act"
         )
+
+
+def person() -> str:
+    """Who is at the keyboard: the operating-system user at this host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{os.uname().nodename}"

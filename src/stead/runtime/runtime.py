@@ -8,8 +8,6 @@ lease; the runtime itself keeps nothing agent-specific between calls.
 from __future__ import annotations
 
 import contextlib
-import getpass
-import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -59,6 +57,7 @@ from . import creation
 from .activation import LEASE_TTL, Activation, Outcome
 from .authority import AuthorityActions
 from .heartbeat import Heartbeats
+from .leases import person
 from .recovery import recover
 from .steps import Machine, answer_inline, step_machine
 
@@ -170,6 +169,7 @@ class Runtime(AuthorityActions):
         committer: GroupCommitter | None = None,
         record_model: Path | None = None,
         owner: str | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> Outcome:
         """Take the agent's lease, recover, and run it until it stops.
 
@@ -177,7 +177,8 @@ class Runtime(AuthorityActions):
         limit, the agent's whole life). Raises :class:`~stead.errors.LeaseHeld`
         if another live worker runs it. A ``committer`` groups its commits with
         other agents'; ``record_model`` records a provider model's exchanges to
-        that file (:mod:`stead.models.recording`)."""
+        that file (:mod:`stead.models.recording`). Once ``stop()`` is true, it
+        ends after the step it is in."""
         return answer_inline(
             self.activate(
                 agent_id,
@@ -188,6 +189,7 @@ class Runtime(AuthorityActions):
                 committer=committer,
                 record_model=record_model,
                 owner=owner,
+                stop=stop,
             )
         )
 
@@ -202,6 +204,7 @@ class Runtime(AuthorityActions):
         committer: GroupCommitter | None = None,
         record_model: Path | None = None,
         owner: str | None = None,
+        stop: Callable[[], bool] | None = None,
         heartbeats: Heartbeats | None = None,
     ) -> Machine[Outcome]:
         """:meth:`run` as a :data:`~stead.runtime.steps.Machine`, which yields where it
@@ -240,7 +243,7 @@ class Runtime(AuthorityActions):
             if act.state.is_final or act.state.status == "hibernated":
                 return Outcome(act.state, 0)
             restored = recover(act, new_id("act", self.clock, act.rng))
-            steps = yield from step_machine(act, max_steps)
+            steps = yield from step_machine(act, max_steps, stop)
             return Outcome(act.state, steps, restored)
         finally:
             act.release()
@@ -489,12 +492,3 @@ class _NoModel:
 
     def decide(self, context: RenderedContext) -> Decision:
         raise ModelError("a person's input never asks a model")
-
-
-def person() -> str:
-    """Who is at the keyboard: the operating-system user at this host."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{os.uname().nodename}"

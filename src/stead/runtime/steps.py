@@ -11,7 +11,7 @@ requests (a quarantine) and flushes what has waited too long.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -75,13 +75,17 @@ def run_steps(act: Activation, max_steps: int | None = None) -> int:
     return answer_inline(step_machine(act, max_steps))
 
 
-def step_machine(act: Activation, max_steps: int | None = None) -> Machine[int]:
-    """:func:`run_steps` as a :data:`Machine`."""
+def step_machine(
+    act: Activation, max_steps: int | None = None, stop: Callable[[], bool] | None = None
+) -> Machine[int]:
+    """:func:`run_steps` as a :data:`Machine`. Once ``stop()`` says so (a worker told
+    to stop), it ends after the step it is in, its events committed, and the agent
+    goes on from there wherever it is run next."""
     limit = int(act.record.spec.get("limits", {}).get("max_steps", 1000))
     made = 0
     while act.state.status == "running":
         if act.state.inflight is None:
-            if max_steps is not None and made >= max_steps:
+            if (max_steps is not None and made >= max_steps) or (stop is not None and stop()):
                 break
             if act.state.steps_completed >= limit:
                 act.emit(

@@ -96,7 +96,8 @@ class Worker:
         return self._stop.is_set()
 
     def stop(self) -> None:
-        """Ask the worker to start no more agents (running ones finish their activation)."""
+        """Ask the worker to start no more agents; running ones end after the step they
+        are in, their leases given back, and go on wherever they are run next."""
         self._stop.set()
 
     def run_until_idle(self, max_passes: int = 100) -> WorkerReport:
@@ -106,6 +107,8 @@ class Worker:
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="stead-agent") as pool:
                 for _ in range(max_passes):
+                    if self._stop.is_set():
+                        break  # before claiming: a claim takes leases no one would run
                     leases = self.claim()
                     claimed = {lease.agent_id: lease for lease in leases or []}
                     # a store that claims said which are free: the others are held, or
@@ -119,7 +122,7 @@ class Worker:
                             if a not in report.busy and a not in report.errors
                         ]
                     )
-                    if not todo or self._stop.is_set():
+                    if not todo:
                         break
                     futures = {
                         a: pool.submit(self._run_one, a, committer, claimed.get(a)) for a in todo
@@ -149,7 +152,11 @@ class Worker:
             return None
         owner = lease.owner if lease is not None else None
         return self.runtime.run(
-            agent_id, committer=committer, max_steps=self.max_steps, owner=owner
+            agent_id,
+            committer=committer,
+            max_steps=self.max_steps,
+            owner=owner,
+            stop=self._stop.is_set,  # SIGTERM: each agent ends the step it is in
         )
 
     def _collect(self, agent_id: str, future: Future[Outcome | None], report: WorkerReport) -> None:

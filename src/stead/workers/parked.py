@@ -191,6 +191,7 @@ class _Flight:
                 committer=self.committer,
                 max_steps=worker.max_steps,
                 owner=lease.owner if lease is not None else None,
+                stop=lambda: worker.stopping,
                 heartbeats=self.heartbeats,
             )
         except BaseException as exc:
