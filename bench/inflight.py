@@ -109,8 +109,8 @@ class Row:
     seconds: float
 
 
-def run(model_url: str, agents: int, steps: int, parked: bool, threads: int) -> Row:
-    """Make ``agents`` agents, then run one worker until none has work left."""
+def run(model_url: str, agents: int, steps: int, parked: bool, threads: int, procs: int = 1) -> Row:
+    """Make ``agents`` agents, then run ``procs`` workers until none has work left."""
     with tempfile.TemporaryDirectory() as d, Schema() as url:
         work = Path(d)
         rt = Runtime(url, data_dir=work / "data")
@@ -121,20 +121,25 @@ def run(model_url: str, agents: int, steps: int, parked: bool, threads: int) -> 
         rt.close()
         env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
         env["PYTHONPATH"] = str(REPO)
-        flight = ["--in-flight", str(agents), "--concurrency", str(threads)]
+        share = -(-agents // procs)
+        flight = ["--in-flight", str(share), "--concurrency", str(threads)]
         argv = [sys.executable, "-m", "stead", "work", "--no-hibernate", "--store", url,
                 "--data-dir", str(work / "data"),
                 *(flight if parked else ["--concurrency", str(agents)])]  # fmt: skip
         t0 = time.perf_counter()
-        worker = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL)
+        workers = [
+            subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL)
+            for _ in range(procs)
+        ]
         peak = 0
-        while worker.poll() is None:
-            peak = max(peak, _rss_kb(worker.pid))
+        while any(w.poll() is None for w in workers):
+            peak = max([peak, *(_rss_kb(w.pid) for w in workers)])
             time.sleep(0.1)
         seconds = time.perf_counter() - t0
-        if worker.returncode != 0:
-            raise RuntimeError(f"the worker exited {worker.returncode}")
-        return _row("parked" if parked else "threaded", url, agents, peak, seconds)
+        if any(w.returncode != 0 for w in workers):
+            raise RuntimeError(f"a worker exited {[w.returncode for w in workers]}")
+        kind = "parked" if parked else "threaded"
+        return _row(kind if procs == 1 else f"{kind} x{procs}", url, agents, peak, seconds)
 
 
 def _row(kind: str, url: str, agents: int, peak: int, seconds: float) -> Row:
@@ -166,6 +171,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--latency", type=float, default=1.0, help="the model's seconds (1)")
     p.add_argument("--threads", type=int, default=16, help="the parked worker's threads (16)")
     p.add_argument("--baseline", type=int, default=256, help="the threaded worker's agents")
+    p.add_argument(
+        "--two-processes",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="then N agents on two parked workers beside one (1000; 0 skips)",
+    )
     p.add_argument("--serve", type=float, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve is not None:
@@ -178,7 +190,12 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(run(model_url, args.baseline, args.steps, False, args.baseline))
         for n in sorted(args.sizes):
             rows.append(run(model_url, n, args.steps, True, args.threads))
-    parked = [r for r in rows if r.worker == "parked"]
+        if args.two_processes:
+            for procs in (1, 2):
+                rows.append(
+                    run(model_url, args.two_processes, args.steps, True, args.threads, procs)
+                )
+    parked = [r for r in rows if r.worker == "parked"][: len(args.sizes)]
     print(f"model latency {args.latency} s, {args.steps} decisions per agent, PostgreSQL\n")
     print("| worker | agents | steps/s | added per step, median | p99 | peak RSS | "
           "per agent added |\n|---|---|---|---|---|---|---|")  # fmt: skip
@@ -190,6 +207,10 @@ def main(argv: list[str] | None = None) -> None:
             )
         print(f"| {r.worker} | {r.agents} | {r.steps_per_s:.0f} | {r.added_ms_p50:.0f} ms | "
               f"{r.added_ms_p99:.0f} ms | {r.peak_rss_kb / 1024:.0f} MiB | {per} |")  # fmt: skip
+    if args.two_processes:
+        one, two = rows[-2], rows[-1]
+        print(f"\ntwo parked workers against one ({one.agents} agents): "
+              f"{two.steps_per_s / one.steps_per_s:.2f}x steps/s")  # fmt: skip
     print("\n" + json.dumps([dataclasses.asdict(r) for r in rows]))
 
 
