@@ -43,8 +43,8 @@ from stead.store.postgres_url import parse
 T0 = 1_767_225_600.0
 TTL = 30.0
 TABLES = {
-    "agents", "anchors", "blobs", "events", "leases", "policies", "schema_migrations", "secrets",
-    "signals", "snapshots",
+    "agents", "anchors", "api_tokens", "blobs", "events", "leases", "operator_log", "policies",
+    "schema_migrations", "secrets", "signals", "snapshots",
 }  # fmt: skip
 
 Raw = psycopg.Connection[tuple[Any, ...]]

@@ -40,16 +40,18 @@ from .base import (
     snapshot_made,
     wake_at,
 )
+from .tokens import MemoryTokenRows
 
 
 def _copy(value: Any) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryTokenRows, Store):
     """Keeps everything in dictionaries; lost when the process ends."""
 
     def __init__(self) -> None:
+        MemoryTokenRows.__init__(self)
         self._lock = threading.RLock()
         self._records: dict[str, AgentRecord] = {}
         self._states: dict[str, str] = {}

@@ -104,6 +104,7 @@ from .postgres_migrations import (
     recorded_version,
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
+from .tokens import SqlTokenRows
 
 _PAGE = 2_000
 _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)
@@ -111,10 +112,11 @@ _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeou
 _EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch"
 
 
-class PostgresStore(PostgresRows):
+class PostgresStore(PostgresRows, SqlTokenRows):
     """A store in one PostgreSQL schema, shared by every worker that names it."""
 
     schema_version = len(MIGRATIONS)
+    _param = "%s"
 
     def __init__(self, url: str, create: bool = True) -> None:
         """Open the store a ``postgresql://`` URL names (see :mod:`stead.store.postgres_url`).
@@ -177,6 +179,9 @@ class PostgresStore(PostgresRows):
         except _LOST as exc:
             self._purge(exc)
             raise self._failed(exc) from exc
+
+    def _token_read(self) -> contextlib.AbstractContextManager[Conn]:
+        return self._conn()
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Conn]:

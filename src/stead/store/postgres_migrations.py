@@ -39,6 +39,7 @@ from ..canonical import dumps, loads
 from ..errors import SchemaTooNew, StoreUnusable
 from ..journal import Event, verify_chain
 from ..state import fold
+from . import tokens
 from .base import wake_at
 
 INDEXED_KINDS = (
@@ -192,6 +193,8 @@ MIGRATIONS: list[Migration] = [
     );
     ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL;
     """,
+    # 3: the server's API tokens (digests only) and the operator's log
+    tokens.POSTGRES_CREATE,
 ]
 
 

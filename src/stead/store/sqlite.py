@@ -55,6 +55,7 @@ from .base import (
     wake_at,
 )
 from .sqlite_migrations import MIGRATIONS
+from .tokens import SqlTokenRows
 
 BUSY_TIMEOUT_MS = 10_000
 INDEXED_KINDS = (
@@ -75,10 +76,11 @@ def _no_store(path: Path) -> StoreUnusable:
     return StoreUnusable(f"there is no store at {path}; check --store (or $STEAD_STORE)")
 
 
-class SqliteStore(sqlite_anchors.AnchorRows, Store):
+class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
     """A store in one SQLite file."""
 
     schema_version = len(MIGRATIONS)
+    _param = "?"
 
     def __init__(self, path: str | Path, create: bool = True) -> None:
         """Open (with ``create``, make) the database at ``path``.
@@ -125,6 +127,11 @@ class SqliteStore(sqlite_anchors.AnchorRows, Store):
             raise
 
     # -- plumbing -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _token_read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._db
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

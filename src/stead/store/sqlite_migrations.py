@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ..canonical import dumps, loads
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import sqlite_anchors
+from . import sqlite_anchors, tokens
 from .base import wake_at
 
 
@@ -164,4 +164,6 @@ MIGRATIONS: list[Migration] = [
     # 7: each agent's anchor: where its last commit left the journal, the hash of
     # the state row it wrote, and the agent's signature over both (when it has a key)
     sqlite_anchors.CREATE,
+    # 8: the server's API tokens (digests only) and the operator's log
+    tokens.SQLITE_CREATE,
 ]
