@@ -25,6 +25,8 @@ FORBIDDEN = {
     "messaging": {"runtime", "cli", "demo"},
     # pure decisions over state: no I/O of their own
     "governance": {"store", "runtime", "cli", "sandbox", "tools", "models", "demo"},
+    # given plain values (names, ids, counts, journaled events), never the machinery
+    "telemetry": {"runtime", "cli", "store", "sandbox", "workers", "demo"},
 }
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from .. import telemetry
 from ..clock import Clock
 from ..governance.grants import network_grant
 from ..governance.ledger import LEDGER_KINDS, verify_ledger
@@ -135,6 +136,7 @@ class Activation:
         self.watch: Watch | None = None  # made at acquire, with the agent's tools
         self.flows = FlowTracer(partial(journaled_output, store, record.agent_id))
         self.signals_at = float("-inf")  # when people's requests were last looked for
+        self.trace = telemetry.current().trace(record.agent_id, record.name, record.tenant)
 
     # -- lease and commits ------------------------------------------------------
 
@@ -213,6 +215,7 @@ class Activation:
         (ev,) = seal(
             s.agent_id, s.version + 1, s.head_hash, self.clock.now(), self.lease.epoch, [new]
         )
+        self.trace.observe(ev, s.approvals)  # spans and metrics (stead.telemetry)
         apply_in_place(s, ev)  # this activation owns its state object
         self.buffer.append(ev)
         self.renderer.observe(ev)

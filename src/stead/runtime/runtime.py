@@ -239,12 +239,13 @@ class Runtime(AuthorityActions):
         )
         act.acquire()
         try:
-            settle_wake(act)  # a due timer fires; a woken agent's snapshot is restored
-            if act.state.is_final or act.state.status == "hibernated":
-                return Outcome(act.state, 0)
-            restored = recover(act, new_id("act", self.clock, act.rng))
-            steps = yield from step_machine(act, max_steps, stop)
-            return Outcome(act.state, steps, restored)
+            with act.trace.activation(lambda: act.state):  # its span (stead.telemetry)
+                settle_wake(act)  # a due timer fires; a woken agent's snapshot is restored
+                if act.state.is_final or act.state.status == "hibernated":
+                    return Outcome(act.state, 0)
+                restored = recover(act, new_id("act", self.clock, act.rng))
+                steps = yield from step_machine(act, max_steps, stop)
+                return Outcome(act.state, steps, restored)
         finally:
             act.release()
             if built:  # here: its connections end with the activation

@@ -149,13 +149,13 @@ def decide(act: Activation) -> Machine[bool]:
     try:
         context = compact(act, act.renderer.render(act.state))
         try:
-            decision = yield Ask(act.model, context)
+            decision = yield from act.trace.model_call(act.model, Ask(act.model, context))
         except ContextTooLong as exc:
             shorter = compact(act, context, force=True, failed=exc.attempts)  # one more try
             if shorter is context:
                 raise
             context = shorter
-            decision = yield Ask(act.model, context)
+            decision = yield from act.trace.model_call(act.model, Ask(act.model, context))
     except InvalidAnswer as exc:
         return refuse_answer(act, context.hash, exc)
     except ModelError as exc:
@@ -222,6 +222,7 @@ def refuse_answer(act: Activation, context_hash: str, exc: InvalidAnswer) -> boo
 def execute_inflight(act: Activation) -> None:
     inflight = act.state.inflight
     assert inflight is not None
+    act.trace.step(inflight["step"])
     actions: list[dict[str, Any]] = inflight["actions"]
     for index in range(inflight["next"], len(actions)):
         action = actions[index]

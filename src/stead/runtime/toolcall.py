@@ -37,6 +37,15 @@ def run_tool(
     ``authority`` is a verdict already given by a person (an accepted
     proposal); the call then runs under it instead of asking the gate.
     """
+    t = act.tools.get(action["tool"])
+    effect = t.effect.value if t is not None else None
+    with act.trace.tool_call(action["tool"], action["call_id"], effect):
+        _run_tool(act, index, action, authority)
+
+
+def _run_tool(
+    act: Activation, index: int, action: dict[str, Any], authority: dict[str, Any] | None
+) -> None:
     call_id, name, args = action["call_id"], action["tool"], action.get("args", {})
     # an intent already committed means an earlier activation died during this call
     rerun = call_id in act.state.pending
