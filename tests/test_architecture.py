@@ -17,7 +17,8 @@ FORBIDDEN = {
     "models": {"store", "runtime", "tools", "cli", "sandbox"},
     # a sandboxed run's side of the code cannot reach the journal
     "sandbox": {"store", "runtime", "cli", "models"},
-    "runtime": {"cli", "demo", "workers"},
+    "runtime": {"cli", "demo", "workers", "server"},
+    "server": {"cli", "demo"},
     "workers": {"cli", "demo"},
     # mechanisms work through stead.ports, never through the runtime itself
     "integrity": {"runtime", "cli", "demo"},

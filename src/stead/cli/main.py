@@ -46,6 +46,7 @@ from . import (
     models,
     secret,
     selftest,
+    serve,
     work,
 )
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     hibernation.register(sub, common)
     doctor.register(sub, common)
     secret.register(sub, common)
+    serve.register(sub, common)
     selftest.register(sub, common)
     demo.register(sub, common)
     return parser

@@ -1,0 +1,158 @@
+"""``stead serve`` (the HTTP API) and ``stead token`` (who may call it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from pathlib import Path
+
+from rich.table import Table
+
+from ..clock import SystemClock, iso
+from ..errors import UsageError
+from ..store import data_dir_for, open_store
+from ..store.tokens import ROLES, TokenRows
+from .common import (
+    EXIT_COMPLETED,
+    emit_json,
+    err,
+    out,
+    positive_int,
+    runtime_for,
+    store_url,
+    tenant_of,
+    wants_json,
+)
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    p = sub.add_parser("serve", parents=[common], help="serve the HTTP API over the store")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=positive_int, default=8750, help="port to listen on (8750)")
+    p.add_argument(
+        "--specs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the folder of specs agents may be made from by name over HTTP",
+    )
+    p.set_defaults(func=cmd_serve)
+
+    token = sub.add_parser("token", help="API tokens: who may call `stead serve`")
+    ts = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
+    p = ts.add_parser("create", parents=[common], help="make a token for --tenant T (shown once)")
+    p.add_argument("--role", required=True, choices=ROLES, help="what it may do")
+    p.add_argument("--name", default=None, help="who holds it (recorded with their approvals)")
+    p.set_defaults(func=cmd_token_create)
+    p = ts.add_parser("ls", parents=[common], help="list tokens (never their secrets)")
+    p.set_defaults(func=cmd_token_ls)
+    p = ts.add_parser("revoke", parents=[common], help="revoke a token at once")
+    p.add_argument("token_id")
+    p.set_defaults(func=cmd_token_revoke)
+    p = ts.add_parser("log", parents=[common], help="the operator's log: failed logins")
+    p.set_defaults(func=cmd_token_log)
+
+
+def _rows(store: object) -> TokenRows:
+    inner = getattr(store, "inner", store)
+    if not isinstance(inner, TokenRows):
+        raise UsageError("this store keeps no API tokens")
+    return inner
+
+
+def _operator(args: argparse.Namespace) -> None:
+    if getattr(args, "tenant", None) is not None or os.environ.get("STEAD_TENANT") is not None:
+        raise UsageError(
+            "tokens are the operator's: run `stead token` without --tenant or $STEAD_TENANT"
+        )
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    from ..server.auth import mint
+
+    tenant = tenant_of(args)
+    if tenant is None:
+        raise UsageError("name the token's tenant: stead token create --tenant T --role R")
+    with runtime_for(args) as rt:
+        name = args.name or f"{args.role} of {tenant}"
+        plain, record = mint(_rows(rt.store), tenant, args.role, name, rt.clock)
+    if wants_json(args):
+        emit_json({"token": plain, "token_id": record.token_id, "tenant": record.tenant,
+                   "role": record.role, "name": record.name})  # fmt: skip
+    else:
+        out.print(plain, markup=False)
+        err.print(
+            f"token {record.token_id} for tenant {record.tenant}, role {record.role}: shown "
+            "once, kept nowhere; send it as `Authorization: Bearer TOKEN`",
+            markup=False,
+        )
+    return EXIT_COMPLETED
+
+
+def cmd_token_ls(args: argparse.Namespace) -> int:
+    _operator(args)
+    with runtime_for(args, reads_only=True) as rt:
+        tokens = _rows(rt.store).list_tokens()
+    if wants_json(args):
+        emit_json([{"token_id": t.token_id, "tenant": t.tenant, "role": t.role, "name": t.name,
+                    "created_at": t.created_at, "revoked_at": t.revoked_at}
+                   for t in tokens])  # fmt: skip
+        return EXIT_COMPLETED
+    table = Table("token", "tenant", "role", "name", "made", "revoked", box=None)
+    for t in tokens:
+        table.add_row(t.token_id, t.tenant, t.role, t.name, iso(t.created_at),
+                      iso(t.revoked_at) if t.revoked_at else "")  # fmt: skip
+    out.print(table)
+    return EXIT_COMPLETED
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    _operator(args)
+    with runtime_for(args) as rt:
+        if not _rows(rt.store).revoke_token(args.token_id, rt.clock.now()):
+            raise UsageError(f"there is no live token {args.token_id}; `stead token ls` lists them")
+    err.print(f"revoked {args.token_id}")
+    return EXIT_COMPLETED
+
+
+def cmd_token_log(args: argparse.Namespace) -> int:
+    _operator(args)
+    with runtime_for(args, reads_only=True) as rt:
+        lines = _rows(rt.store).operator_log(limit=1000)
+    if wants_json(args):
+        emit_json([{"seq": e.seq, "at": e.at, "kind": e.kind, **e.data} for e in lines])
+        return EXIT_COMPLETED
+    for e in lines:
+        out.print(f"{iso(e.at)} {e.kind} {e.data}", markup=False)
+    return EXIT_COMPLETED
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..server import Server, application
+
+    _operator(args)
+    url = store_url(args)
+    data_dir = (
+        getattr(args, "data_dir", None)
+        or os.environ.get("STEAD_DATA_DIR")
+        or data_dir_for(url)
+        or ".stead"
+    )
+    if args.specs is not None and not args.specs.is_dir():
+        raise UsageError(f"--specs {args.specs} is not a folder")
+    blobs = getattr(args, "blobs", None) or os.environ.get("STEAD_BLOBS") or None
+    server = Server(open_store(url), data_dir, blobs=blobs, specs=args.specs, clock=SystemClock())
+    err.print(f"serving {url} at http://{args.host}:{args.port}/v1/ (Ctrl-C stops)")
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the
+    # handler it found: a quiet one, so that a requested stop exits 0
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        uvicorn.run(application(server), host=args.host, port=args.port, log_level="warning")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return EXIT_COMPLETED

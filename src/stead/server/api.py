@@ -1,0 +1,243 @@
+"""The API's endpoints: what each does, who may, and the JSON it takes and gives.
+
+Each handler is the command line's own action through the tenant's runtime
+(:class:`~stead.server.app.Call`), so the API and ``stead`` say the same
+words. Agents made over HTTP come from a spec in the operator's spec folder
+(``stead serve --specs DIR``, by file name), or from a spec in the request
+that may name only stead's own tools and a provider's model: a spec from the
+network must not make the server import a module, read a script or start a
+program of its choosing.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError, UsageError
+from ..integrity.audit import audit
+from ..spec import AgentSpec, parse_spec
+from ..store.base import AgentSummary
+from ..yamlsafe import load_yaml, read_text
+from .app import Call, Endpoint
+from .schemas import (
+    AGENT,
+    AGENT_STATE,
+    APPROVAL,
+    AUDIT,
+    EVENT_PAGE,
+    ID,
+    NEW_AGENT,
+    OBJECT,
+    listing,
+    strict,
+)
+
+_PAGE = 500
+
+
+def _summary(a: AgentSummary) -> dict[str, Any]:
+    return {"agent_id": a.agent_id, "tenant": a.tenant, "name": a.name, "status": a.status,
+            "version": a.version, "updated_at": a.updated_at}  # fmt: skip
+
+
+def list_agents(call: Call) -> Any:
+    wanted = call.query.get("status")
+    agents = call.rt.store.list_agents(call.token.tenant)
+    return [_summary(a) for a in agents if wanted in (None, a.status)]
+
+
+def _spec_from(call: Call) -> AgentSpec:
+    body = call.body
+    if "spec_file" in body:
+        folder = call.server.specs
+        if folder is None:
+            raise UsageError("this server has no spec folder (stead serve --specs DIR)")
+        name = Path(body["spec_file"])
+        if name.name != body["spec_file"] or name.suffix not in (".yaml", ".yml", ".json"):
+            raise UsageError(
+                "spec_file is the name of a .yaml, .yml or .json file in the server's spec "
+                "folder, without any folder of its own"
+            )
+        path = folder / name
+        data = load_yaml(read_text(path, "spec", SpecError), f"spec {name}", SpecError)
+        return _as_tenant(call, data, folder)
+    data = body["spec"]
+    for ref in data.get("tools", []) if isinstance(data.get("tools"), list) else []:
+        if not isinstance(ref, str) or ":" in ref:
+            raise SpecError(
+                f"tools: {ref!r}: a spec sent to the server names only stead's own tools; "
+                "put a spec with tools of your own in the server's spec folder"
+            )
+    if not isinstance(data.get("model"), dict):
+        raise SpecError(
+            "model: a spec sent to the server names a provider's model as a mapping "
+            "(provider, name, ...); scripted and recorded models are read from files, so "
+            "put such a spec in the server's spec folder"
+        )
+    if data.get("mcp"):
+        raise SpecError("mcp: a spec sent to the server starts no MCP servers; use the spec folder")
+    return _as_tenant(call, data, call.server.data_dir)
+
+
+def _as_tenant(call: Call, data: Any, base: Path) -> AgentSpec:
+    """The spec, made for the token's tenant (a spec naming another is refused)."""
+    if isinstance(data, dict):
+        data = {"tenant": call.token.tenant, **data}
+        if data["tenant"] != call.token.tenant:
+            raise SpecError(
+                f"tenant: the spec names tenant {data['tenant']!r}, but this token acts for "
+                f"{call.token.tenant!r}; leave tenant out of the spec"
+            )
+    return parse_spec(data, base)
+
+
+def create_agent(call: Call) -> Any:
+    spec = _spec_from(call)
+    call.rt.check_loads(spec)
+    state = call.rt.create(spec)
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+
+
+def show_agent(call: Call) -> Any:
+    agent_id = call.params["agent_id"]
+    record = call.rt.store.get_record(agent_id)
+    state = call.rt.store.load_state(agent_id)
+    return {"agent_id": agent_id, "tenant": record.tenant, "name": record.name,
+            "created_at": record.created_at, "state": state.to_json()}  # fmt: skip
+
+
+def _int(call: Call, name: str, default: int, low: int, high: int) -> int:
+    text = call.query.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise UsageError(f"?{name}= is a whole number from {low} to {high}, not {text!r}")
+    return int(text)
+
+
+def events(call: Call) -> Any:
+    agent_id = call.params["agent_id"]
+    after = _int(call, "after", 0, 0, 2**62)
+    limit = _int(call, "limit", _PAGE, 1, _PAGE)
+    page = [e.to_json() for e in call.rt.store.read_events(agent_id, after + 1, after + limit)]
+    last = call.rt.store.load_state(agent_id).version
+    upto = after + limit
+    return {"events": page, "next": upto if upto < last else None}
+
+
+def send(call: Call) -> Any:
+    state = call.rt.send(call.params["agent_id"], call.body["text"])
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+
+
+def run(call: Call) -> Any:
+    """Run the agent on the server, in the background, until it stops."""
+    agent_id = call.params["agent_id"]
+    call.rt.store.get_record(agent_id)  # NotFound for another tenant's
+    server = call.server
+    rt = call.rt
+    with server._lock:
+        busy = server.running.get(agent_id)
+        if busy is not None and busy.is_alive():
+            raise UsageError(f"agent {agent_id} is running on this server already")
+        thread = threading.Thread(
+            target=_run_quietly, args=(rt, agent_id), name=f"serve-{agent_id}", daemon=True
+        )
+        server.running[agent_id] = thread
+        thread.start()
+    return {"agent_id": agent_id, "running": True}
+
+
+def _run_quietly(rt: Any, agent_id: str) -> None:
+    try:
+        rt.run(agent_id)
+    except Exception:
+        return
+
+
+def approvals(call: Call) -> Any:
+    return [{"agent_id": agent, **a} for agent, a in call.rt.pending_approvals(call.token.tenant)]
+
+
+def approve(call: Call) -> Any:
+    seconds = float(call.body.get("valid_for_seconds", 900))
+    agent, _ = call.rt.approve(call.params["approval_id"], seconds)
+    return {"approval_id": call.params["approval_id"], "agent_id": agent,
+            "valid_for_seconds": seconds, "by": call.rt.person()}  # fmt: skip
+
+
+def deny(call: Call) -> Any:
+    agent, _ = call.rt.deny(call.params["approval_id"], call.body["reason"])
+    return {"approval_id": call.params["approval_id"], "agent_id": agent,
+            "by": call.rt.person()}  # fmt: skip
+
+
+def grant(call: Call) -> Any:
+    return call.rt.grant(call.params["agent_id"], call.body["grant"], call.body.get("reason", ""))
+
+
+def put_secret(call: Call) -> None:
+    agent_id = call.body.get("agent_id", "")
+    if agent_id:
+        call.rt.store.get_record(agent_id)  # NotFound for another tenant's
+    call.rt.vault().set(
+        call.token.tenant, call.params["name"], call.body["value"], agent_id=agent_id,
+        at=call.rt.clock.now(),
+    )  # fmt: skip
+
+
+def audit_agent(call: Call) -> Any:
+    agent_id = call.params["agent_id"]
+    record = call.rt.store.get_record(agent_id)
+    report = audit(call.rt.store, agent_id, vault=call.rt.vault(),
+                   workspace=call.rt.workspace(agent_id, record.tenant),
+                   now=call.rt.clock.now())  # fmt: skip
+    return {"agent_id": agent_id, "ok": report.ok, "events": report.events,
+            "head_hash": report.head_hash, "bad_event": report.bad_event,
+            "reason": report.reason, "anchored": report.anchored, "anchor": report.anchor,
+            "drift": list(report.drift)}  # fmt: skip
+
+
+_AGENT = {"agent_id": ID}
+ENDPOINTS = [
+    Endpoint("GET", "/v1/agents", "read", "List the tenant's agents", list_agents,
+             listing(AGENT), query={"status": {"type": "string"}}),
+    Endpoint("POST", "/v1/agents", "operate", "Create an agent from a spec", create_agent,
+             NEW_AGENT, body=strict(
+                 {"spec": OBJECT, "spec_file": {"type": "string", "maxLength": 255}},
+                 one_of=[["spec"], ["spec_file"]]), status=201),
+    Endpoint("GET", "/v1/agents/{agent_id}", "read", "Show an agent's state", show_agent,
+             AGENT_STATE),
+    Endpoint("GET", "/v1/agents/{agent_id}/events", "read", "Read an agent's journal",
+             events, EVENT_PAGE, query={"after": {"type": "integer", "minimum": 0},
+                                        "limit": {"type": "integer", "minimum": 1,
+                                                  "maximum": _PAGE}}),
+    Endpoint("POST", "/v1/agents/{agent_id}/messages", "operate", "Send an agent a message",
+             send, NEW_AGENT, body=strict({"text": {"type": "string", "minLength": 1,
+                                                    "maxLength": 65536}}, required=["text"])),
+    Endpoint("POST", "/v1/agents/{agent_id}/run", "operate", "Run an agent on the server",
+             run, strict({"agent_id": ID, "running": {"type": "boolean"}}), status=202),
+    Endpoint("GET", "/v1/agents/{agent_id}/audit", "read", "Verify an agent's journal",
+             audit_agent, AUDIT),
+    Endpoint("POST", "/v1/agents/{agent_id}/grants", "govern", "Add a grant to an agent's scope",
+             grant, OBJECT, body=strict({"grant": OBJECT, "reason": {"type": "string"}},
+                                        required=["grant"]), status=201),
+    Endpoint("GET", "/v1/approvals", "read", "List the approvals waiting for a person",
+             approvals, listing(APPROVAL), tag="approvals"),
+    Endpoint("POST", "/v1/approvals/{approval_id}/approve", "approve", "Approve a call once",
+             approve, OBJECT, body=strict({"valid_for_seconds": {
+                 "type": "number", "exclusiveMinimum": 0, "maximum": 30 * 86400}}),
+             tag="approvals"),
+    Endpoint("POST", "/v1/approvals/{approval_id}/deny", "approve", "Deny a call",
+             deny, OBJECT, body=strict({"reason": {"type": "string", "minLength": 1,
+                                                   "maxLength": 4096}}, required=["reason"]),
+             tag="approvals"),
+    Endpoint("PUT", "/v1/secrets/{name}", "govern", "Write a secret (never readable back)",
+             put_secret, {}, body=strict({"value": {"type": "string", "minLength": 1,
+                                                    "maxLength": 65536},
+                                          "agent_id": {"type": "string"}}, required=["value"]),
+             status=204, tag="secrets"),
+]  # fmt: skip
+"""Every endpoint of the API, in the order the OpenAPI document lists them."""

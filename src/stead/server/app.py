@@ -1,0 +1,249 @@
+"""``stead serve``'s application: every request authenticated, then answered as its
+token's tenant.
+
+The API is a list of :class:`Endpoint` declarations (:mod:`stead.server.api`):
+each names its method and path, the least role it needs
+(:data:`stead.server.auth.ACTIONS`), the JSON schema of its body and of its
+answer, and a handler. The routes and the OpenAPI document
+(:mod:`stead.server.openapi`) are both made from that list, so they cannot
+disagree, and every body is checked against its schema before a handler sees
+it.
+
+A request's tenant is its token's: its handler gets a
+:class:`~stead.runtime.runtime.Runtime` whose store is that tenant's view
+(:class:`~stead.store.scoped.TenantStore`), so another tenant's agent is not
+found rather than refused, and whose ``person`` is the token's name, so an
+approval records who gave it. Handlers are plain functions, which Starlette
+runs on its thread pool: the runtime's calls block on the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..clock import Clock, SystemClock
+from ..errors import SteadError
+from ..runtime.runtime import Runtime
+from ..store.base import Store
+from ..store.scoped import TenantStore
+from ..store.tokens import TokenRecord, TokenRows
+from . import auth
+from .errors import from_error, problem
+
+MAX_BODY = 1 << 20
+"""Bytes a request body may have: a spec, a message, a grant."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What a handler is given: the tenant's runtime, the token, and the request's
+    path parameters, query and (checked) body."""
+
+    rt: Runtime
+    token: TokenRecord
+    params: Mapping[str, str]
+    query: Mapping[str, str]
+    body: Any
+    server: Server
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One route of the API, as the router and the OpenAPI document see it."""
+
+    method: str
+    path: str
+    action: str
+    summary: str
+    handler: Callable[[Call], Any]
+    answer: Mapping[str, Any]
+    body: Mapping[str, Any] | None = None
+    status: int = 200
+    query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tag: str = "agents"
+    media: str = "application/json"
+
+
+class Server:
+    """The store, the data folder and the pieces every request shares."""
+
+    def __init__(
+        self,
+        store: Store,
+        data_dir: str | Path,
+        *,
+        blobs: str | None = None,
+        specs: Path | None = None,
+        clock: Clock | None = None,
+        secret_key: bytes | None = None,
+        attempts: auth.Attempts | None = None,
+    ) -> None:
+        inner = store.inner if isinstance(store, TenantStore) else store
+        if not isinstance(inner, TokenRows):
+            raise TypeError(f"{type(inner).__name__} keeps no API tokens")
+        self.store = inner
+        self.tokens: TokenRows = inner
+        self.data_dir = Path(data_dir)
+        self.blobs = blobs
+        self.specs = specs
+        self.clock = clock or SystemClock()
+        self.secret_key = secret_key
+        self.attempts = attempts or auth.Attempts(self.clock)
+        self._lock = threading.Lock()
+        self._runtimes: dict[str, Runtime] = {}
+        self.running: dict[str, threading.Thread] = {}  # agents run at a request's ask
+
+    def runtime(self, token: TokenRecord) -> Runtime:
+        """The token's tenant's runtime, as the token's holder."""
+        with self._lock:
+            rt = self._runtimes.get(token.tenant)
+            if rt is None:
+                rt = Runtime(
+                    self.store,
+                    self.data_dir,
+                    clock=self.clock,
+                    tenant=token.tenant,
+                    blobs=self.blobs,
+                    secret_key=self.secret_key,
+                )
+                self._runtimes[token.tenant] = rt
+        mine = copy.copy(rt)  # shares the store and blobs; only who acts differs
+        who = f"{token.name} (token {token.token_id})"
+        mine.person = lambda: who
+        return mine
+
+    def close(self) -> None:
+        for thread in list(self.running.values()):
+            thread.join(timeout=30)
+        with self._lock:
+            for rt in self._runtimes.values():
+                rt.close()
+            self._runtimes.clear()
+        self.store.close()
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+async def _authenticated(server: Server, request: Request) -> TokenRecord | Response:
+    address = _client(request)
+    wait = server.attempts.held_off(address)
+    if wait > 0:
+        return problem(
+            "too_many_attempts",
+            f"too many failed attempts from {address}; try again in {int(wait) + 1} s",
+            headers={"retry-after": str(int(wait) + 1)},
+        )
+    header = request.headers.get("authorization", "")
+    presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
+    if not presented:
+        presented = request.cookies.get("stead_session", "")
+    if not presented:
+        return problem(
+            "unauthenticated",
+            "this needs an API token: send `Authorization: Bearer TOKEN` (make one with "
+            "`stead token create --tenant T --role R`)",
+        )
+    found = await run_in_threadpool(auth.authenticate, server.tokens, presented)
+    if isinstance(found, auth.Refusal):
+        server.attempts.failed(address)
+        await run_in_threadpool(
+            server.tokens.log_operator,
+            "auth_failed",
+            {"from": address, "reason": found.reason, "token_id": found.token_id,
+             "path": request.url.path},
+            server.clock.now(),
+        )  # fmt: skip
+        return problem("unauthenticated", "the API token is not valid (unknown, wrong or revoked)")
+    return found
+
+
+def _handler(server: Server, endpoint: Endpoint) -> Callable[[Request], Any]:
+    async def handle(request: Request) -> Response:
+        token = await _authenticated(server, request)
+        if isinstance(token, Response):
+            return token
+        if not auth.allows(token.role, endpoint.action):
+            return problem(
+                "forbidden",
+                f"a {token.role} token cannot {endpoint.summary[0].lower()}"
+                f"{endpoint.summary[1:]}; it needs the role {auth.ACTIONS[endpoint.action]}",
+            )
+        body: Any = None
+        if endpoint.body is not None:
+            raw = await request.body()
+            if len(raw) > MAX_BODY:
+                return problem("bad_request", f"the body is over {MAX_BODY} bytes")
+            try:
+                body = json.loads(raw or b"null")
+                jsonschema.validate(body, endpoint.body)
+            except ValueError as exc:
+                return problem("bad_request", f"the body is not JSON: {exc}")
+            except jsonschema.ValidationError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "the body"
+                return problem("bad_request", f"{where}: {exc.message}")
+        call = Call(
+            server.runtime(token),
+            token,
+            dict(request.path_params),
+            dict(request.query_params),
+            body,
+            server,
+            request.headers,
+        )
+        try:
+            answer = await run_in_threadpool(endpoint.handler, call)
+        except SteadError as exc:
+            return from_error(exc)
+        if isinstance(answer, Response):
+            return answer
+        if answer is None:
+            return Response(status_code=204)
+        return JSONResponse(answer, status_code=endpoint.status)
+
+    return handle
+
+
+def make_app(server: Server, endpoints: list[Endpoint], extra: list[Route]) -> Starlette:
+    """The ASGI application: ``endpoints`` behind authentication, ``extra`` open."""
+    routes = [
+        Route(e.path, _handler(server, e), methods=[e.method], name=f"{e.method} {e.path}")
+        for e in endpoints
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return problem("no_such_route", f"there is no {request.url.path}; see /v1/openapi.json")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return problem(
+            "method_not_allowed", f"{request.method} is not answered at {request.url.path}"
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(server.close)
+
+    app = Starlette(
+        routes=[*extra, *routes],
+        exception_handlers={404: not_found, 405: not_allowed},
+        lifespan=lifespan,
+    )
+    app.state.server = server
+    return app

@@ -1,0 +1,78 @@
+"""Errors as the server answers them: a status, a stable code, the CLI's own words.
+
+Every answer that is not a success is ``{"error": {"code": CODE, "message":
+TEXT}}``. The code is the snake-case name of the :mod:`stead.errors` class
+(``not_found``, ``lease_held``, ``governance_error``…), or one of the server's
+own (:data:`OWN`), so a client can branch on it; the message is the one the
+command line prints, saying what went wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+
+from starlette.responses import JSONResponse
+
+from .. import errors
+
+STATUS: list[tuple[type[errors.SteadError], int]] = [
+    (errors.NotFound, 404),
+    (errors.LeaseHeld, 409),
+    (errors.ConcurrencyError, 409),
+    (errors.SnapshotConsumed, 409),
+    (errors.StoreUnusable, 503),
+    (errors.SchemaTooNew, 503),
+    (errors.StoreError, 503),
+    (errors.GovernanceError, 409),
+    (errors.ResolveError, 409),
+    (errors.IntegrityError, 422),
+    (errors.SecretError, 400),
+    (errors.SpecError, 400),
+    (errors.ScriptError, 400),
+    (errors.ToolError, 400),
+    (errors.UsageError, 400),
+    (errors.ModelError, 502),
+]
+"""The first class an error is an instance of gives its status (most specific first)."""
+
+OWN = {
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "bad_request": 400,
+    "too_many_attempts": 429,
+    "method_not_allowed": 405,
+    "no_such_route": 404,
+}
+
+
+def code_of(exc: errors.SteadError) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
+
+
+def problem(
+    code: str, message: str, status: int | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """An error answer with the server's own ``code`` (see :data:`OWN`)."""
+    return JSONResponse(
+        {"error": {"code": code, "message": message}},
+        status_code=status or OWN[code],
+        headers=headers,
+    )
+
+
+def from_error(exc: errors.SteadError) -> JSONResponse:
+    status = next((s for cls, s in STATUS if isinstance(exc, cls)), 400)
+    return problem(code_of(exc), str(exc), status)
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}

@@ -1,0 +1,235 @@
+"""The HTTP API: every route behind a token, each role held to its rank, each tenant
+alone with its own agents, and the approval loop a person runs from a browser."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from openapi_spec_validator import validate
+
+from stead.server import endpoints
+from stead.store.tokens import ROLES
+
+from .conftest import Served
+
+ORDER = {"read": "viewer", "operate": "operator", "approve": "approver", "govern": "admin"}
+
+
+def made(served: Served, spec_file: str, tenant: str = "acme") -> str:
+    got = served.call("POST", "/v1/agents", tenant, "operator", json={"spec_file": spec_file})
+    assert got.status_code == 201, got.text
+    return str(got.json()["agent_id"])
+
+
+def run_until(served: Served, agent_id: str, statuses: set[str], tenant: str = "acme") -> str:
+    got = served.call("POST", f"/v1/agents/{agent_id}/run", tenant, "operator")
+    assert got.status_code == 202, got.text
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status = served.call("GET", f"/v1/agents/{agent_id}", tenant, "viewer").json()
+        if status["state"]["status"] in statuses and not served.server.running[agent_id].is_alive():
+            return str(status["state"]["status"])
+        time.sleep(0.05)
+    pytest.fail(f"{agent_id} did not reach {statuses}")
+
+
+def waiting_approval(served: Served, tenant: str = "acme") -> tuple[str, str]:
+    agent_id = made(served, "approver.yaml", tenant)
+    assert run_until(served, agent_id, {"waiting"}, tenant) == "waiting"
+    [pending] = served.call("GET", "/v1/approvals", tenant, "viewer").json()
+    return agent_id, str(pending["approval_id"])
+
+
+def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[Any, ...]]:
+    """A well-formed request for every endpoint, with the action it needs."""
+    bodies = {
+        "/v1/agents": {"spec_file": "waiter.yaml"},
+        "/v1/agents/{agent_id}/messages": {"text": "hello"},
+        "/v1/agents/{agent_id}/grants": {"grant": {"tool": "read_file"}, "reason": "r"},
+        "/v1/approvals/{approval_id}/approve": {"valid_for_seconds": 60},
+        "/v1/approvals/{approval_id}/deny": {"reason": "no"},
+        "/v1/secrets/{name}": {"value": "s3cret-value"},
+    }
+    out = []
+    for e in endpoints():
+        path = e.path.format(agent_id=agent_id, approval_id=approval_id, name="API_KEY")
+        out.append((e, path, bodies.get(e.path)))
+    return out
+
+
+def test_every_route_needs_a_valid_token(served: Served) -> None:
+    agent_id, approval_id = waiting_approval(served)
+    for e, path, body in requests_for(served, agent_id, approval_id):
+        for headers in (
+            {},
+            {"authorization": "Bearer stead.tok_x.y"},
+            {"authorization": "Basic x"},
+        ):
+            got = served.client.request(e.method, path, headers=headers, json=body)
+            assert got.status_code == 401, (e.path, got.text)
+            assert got.json()["error"]["code"] == "unauthenticated"
+        served.server.attempts._failed.clear()  # these tests come from one address
+
+
+def test_each_role_may_do_only_what_its_rank_allows(served: Served) -> None:
+    agent_id, approval_id = waiting_approval(served)
+    for e, path, body in requests_for(served, agent_id, approval_id):
+        needed = ROLES.index(ORDER[e.action])
+        for role in ROLES[:needed]:
+            got = served.call(e.method, path, "acme", role, json=body)
+            assert got.status_code == 403, (e.path, role, got.text)
+            error = got.json()["error"]
+            assert error["code"] == "forbidden" and ORDER[e.action] in error["message"]
+    # nothing a refused request asked for happened
+    assert served.call("GET", "/v1/approvals", "acme", "viewer").json()[0]["approval_id"] == (
+        approval_id
+    )
+
+
+def test_another_tenant_s_agents_and_approvals_are_not_found(served: Served) -> None:
+    agent_id, approval_id = waiting_approval(served, "acme")
+    for e, path, body in requests_for(served, agent_id, approval_id):
+        if "{" not in e.path or e.path == "/v1/secrets/{name}":
+            continue  # nothing of a tenant's named in the path
+        got = served.call(e.method, path, "globex", "admin", json=body)
+        assert got.status_code == 404, (e.path, got.text)
+        assert got.json()["error"]["code"] == "not_found", got.text
+    assert served.call("GET", "/v1/agents", "globex", "viewer").json() == []
+    assert served.call("GET", "/v1/approvals", "globex", "viewer").json() == []
+    # a secret written for another tenant's agent is refused, and none is stored
+    got = served.call("PUT", "/v1/secrets/API_KEY", "globex", "admin",
+                      json={"value": "x", "agent_id": agent_id})  # fmt: skip
+    assert got.status_code == 404
+    assert served.runtime("acme").store.get_record(agent_id).tenant == "acme"
+
+
+def test_a_person_approves_for_a_window_and_the_agent_completes(served: Served) -> None:
+    agent_id, approval_id = waiting_approval(served)
+    [pending] = served.call("GET", "/v1/approvals", "acme", "viewer").json()
+    assert pending["tool"] == "write_file" and pending["args"]["content"] == "hello"
+    got = served.call("POST", f"/v1/approvals/{approval_id}/approve", "acme", "approver",
+                      json={"valid_for_seconds": 900})  # fmt: skip
+    assert got.status_code == 200, got.text
+    assert got.json()["by"].startswith("approver@acme (token tok_")
+    # answered once: a second answer is refused
+    again = served.call("POST", f"/v1/approvals/{approval_id}/deny", "acme", "approver",
+                        json={"reason": "late"})  # fmt: skip
+    assert again.status_code == 404 and "no approval" in again.json()["error"]["message"]
+    assert run_until(served, agent_id, {"completed"}) == "completed"
+    page = served.call("GET", f"/v1/agents/{agent_id}/events?limit=3", "acme", "viewer").json()
+    assert [e["seq"] for e in page["events"]] == [1, 2, 3] and page["next"] == 3
+    everything = served.call("GET", f"/v1/agents/{agent_id}/events", "acme", "viewer").json()
+    granted = [e for e in everything["events"] if e["kind"] == "approval_granted"]
+    assert granted and granted[0]["data"]["by"].startswith("approver@acme")
+    assert everything["next"] is None
+    audit = served.call("GET", f"/v1/agents/{agent_id}/audit", "acme", "viewer").json()
+    assert audit["ok"] is True and audit["events"] == len(everything["events"])
+
+
+def test_a_denial_reaches_the_agent_with_its_reason(served: Served) -> None:
+    agent_id, approval_id = waiting_approval(served)
+    got = served.call("POST", f"/v1/approvals/{approval_id}/deny", "acme", "approver",
+                      json={"reason": "not on a Friday"})  # fmt: skip
+    assert got.status_code == 200, got.text
+    run_until(served, agent_id, {"completed", "failed", "needs_attention", "waiting"})
+    events = served.call("GET", f"/v1/agents/{agent_id}/events", "acme", "viewer").json()
+    texts = json.dumps(events["events"])
+    assert "not on a Friday" in texts
+    assert not (served.server.data_dir / "workspaces" / "acme" / agent_id / "out.txt").exists()
+
+
+def test_the_journal_streams_as_server_sent_events_and_resumes(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    run_until(served, agent_id, {"waiting"})
+    path = f"/v1/agents/{agent_id}/stream"
+
+    def first(n: int, headers: dict[str, str]) -> list[tuple[int, str, dict[str, Any]]]:
+        got: list[tuple[int, str, dict[str, Any]]] = []
+        with served.client.stream("GET", path, headers=headers) as answer:
+            assert answer.status_code == 200
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            frame: dict[str, str] = {}
+            for line in answer.iter_lines():
+                if not line:
+                    if "id" in frame:
+                        got.append((int(frame["id"]), frame["event"], json.loads(frame["data"])))
+                    frame = {}
+                    if len(got) == n:
+                        return got
+                    continue
+                key, _, value = line.partition(": ")
+                frame[key] = value
+        return got
+
+    viewer = served.as_("acme", "viewer")
+    events = first(3, viewer)
+    assert [(seq, kind) for seq, kind, _ in events][:1] == [(1, "agent_created")]
+    assert [seq for seq, _, _ in events] == [1, 2, 3]
+    resumed = first(2, {**viewer, "last-event-id": "3"})
+    assert [seq for seq, _, _ in resumed] == [4, 5]
+    assert resumed[0][2]["seq"] == 4
+    bad = served.client.get(path, headers={**viewer, "last-event-id": "x1"})
+    assert bad.status_code == 400
+
+
+def test_repeated_failed_logins_are_held_off_and_logged_for_the_operator(
+    served: Served,
+) -> None:
+    wrong = "stead.tok_01M8YPHBWGKWYK92E81BHMSGNQ." + "A" * 43
+    for _ in range(served.server.attempts.limit):
+        got = served.client.get("/v1/agents", headers={"authorization": f"Bearer {wrong}"})
+        assert got.status_code == 401
+    # now even a good token from that address waits, told how long
+    held = served.client.get("/v1/agents", headers=served.as_("acme", "viewer"))
+    assert held.status_code == 429 and int(held.headers["retry-after"]) >= 1
+    log = served.server.tokens.operator_log()
+    assert len(log) == served.server.attempts.limit
+    assert {e.kind for e in log} == {"auth_failed"} and log[0].data["reason"] == "no such token"
+    assert all("A" * 43 not in json.dumps(e.data) for e in log)  # never what was presented
+
+
+def test_a_spec_from_the_network_may_not_reach_into_the_host(served: Served) -> None:
+    refused = [
+        ({"spec_file": "../db/stead.db"}, "spec_file is the name"),
+        ({"spec_file": "missing.yaml"}, "spec"),
+        ({"spec": {"name": "x", "model": "scripted:/etc/passwd", "tools": ["read_file"]}},
+         "scripted and recorded models"),
+        ({"spec": {"name": "x", "model": {"provider": "openai", "name": "m"},
+                   "tools": ["os:system"]}}, "only stead's own tools"),
+        ({"spec": {"name": "x", "model": {"provider": "openai", "name": "m"},
+                   "mcp": {"s": {"command": ["sh"]}}}}, "starts no MCP servers"),
+        ({"spec_file": "waiter.yaml", "spec": {}}, "bad_request"),
+        ({"spec_file": "waiter.yaml", "extra": 1}, "bad_request"),
+    ]  # fmt: skip
+    for body, needle in refused:
+        got = served.call("POST", "/v1/agents", "acme", "operator", json=body)
+        assert got.status_code in (400, 404), (body, got.text)
+        assert needle in got.text, (body, got.text)
+    not_json = served.call("POST", "/v1/agents", "acme", "operator", content=b"{nope")
+    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "bad_request"
+    assert served.call("GET", "/v1/agents", "acme", "viewer").json() == []
+
+
+def test_secrets_are_written_and_never_read_back(served: Served) -> None:
+    got = served.call("PUT", "/v1/secrets/API_KEY", "acme", "admin", json={"value": "s3cr3t-v"})
+    assert got.status_code == 204 and got.content == b""
+    assert served.runtime("acme").vault().get("acme", "", "API_KEY") == "s3cr3t-v"
+    read = served.call("GET", "/v1/secrets/API_KEY", "acme", "admin")
+    assert read.status_code == 405 and "s3cr3t" not in read.text
+    approver = served.call("PUT", "/v1/secrets/API_KEY", "acme", "approver", json={"value": "x"})
+    assert approver.status_code == 403
+
+
+def test_the_openapi_document_is_valid_and_lists_every_endpoint(served: Served) -> None:
+    doc = served.client.get("/v1/openapi.json").json()
+    validate(doc)
+    assert doc["openapi"] == "3.1.0"
+    for e in endpoints():
+        op = doc["paths"][e.path][e.method.lower()]
+        assert ORDER[e.action] in op["description"]
+    assert served.client.get("/v1/health").json()["ok"] is True
+    missing = served.client.get("/v1/nowhere", headers=served.as_("acme", "viewer"))
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "no_such_route"
