@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
-from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -14,10 +12,9 @@ from rich.text import Text
 
 from ..clock import iso
 from ..errors import SecretError
-from ..governance.grants import describe
 from ..integrity.audit import audit
-from ..journal import Event
 from ..sandbox.secrets import Vault
+from ..summaries import summarize
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -140,96 +137,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_COMPLETED
 
 
-def _summary(ev: Event) -> str:
-    d = ev.data
-    if ev.kind == "decision":
-        parts = []
-        for a in d["actions"]:
-            parts.append(f"{a['tool']}" if a["type"] == "tool" else a["type"])
-        return f"step {d['step']}: " + ", ".join(parts)
-    if ev.kind in ("tool_intent", "tool_result", "outcome_unknown", "reconciled", "call_resolved"):
-        extra = ""
-        if ev.kind == "tool_result":
-            extra = " ok" if d.get("ok") else f" error: {d.get('error')}"
-            if d.get("rerun"):
-                extra += " (re-run after a crash)"
-        elif ev.kind == "reconciled":
-            extra = f" → {d.get('verdict')}"
-        elif ev.kind == "call_resolved":
-            extra = f" as {d.get('resolution')} by {d.get('by')}"
-        verdict = d.get("verdict")
-        if isinstance(verdict, Mapping) and verdict.get("decision") == "allow":
-            extra += f" ({_verdict(verdict)})"
-        return f"{d.get('call_id')} {d.get('tool', '')}{extra}"
-    if ev.kind == "workspace_restored":
-        return "rolled back: " + ", ".join(d.get("paths", []))
-    if ev.kind == "status_changed":
-        return f"{d.get('status')}: {d.get('reason', '')}"
-    if ev.kind == "memory_written":
-        return ", ".join(sorted(d.get("values", {})))
-    if ev.kind in ("goal_pushed", "goal_completed"):
-        return str(d.get("id"))
-    if ev.kind == "mcp_tools_listed":
-        names = ", ".join(str(t.get("name")) for t in d.get("tools", []))
-        changed = "changed its tools: " if d.get("changed") else ""
-        return f"MCP server {d.get('server')} {changed}{names}"
-    if ev.kind == "finish_claimed":
-        return str(d.get("summary", "")) + _answer_mark(d)
-    if ev.kind in ("input_received", "input_requested"):
-        return str(d.get("text", d.get("prompt", ""))) + _answer_mark(d)
-    return _governance_summary(ev.kind, d)
-
-
-def _answer_mark(d: Mapping[str, Any]) -> str:
-    """What a trace line says of an answer to a person that repeats untrusted text."""
-    seen = d.get("provenance") or {}
-    marks = []
-    if seen.get("source") == "untrusted":
-        marks.append(f"repeats untrusted text from event {', '.join(map(str, seen['from']))}")
-    if seen.get("approval"):
-        marks.append(f"a person saw it first ({seen['approval']})")
-    return f"  [{'; '.join(marks)}]" if marks else ""
-
-
-def _verdict(v: Mapping[str, Any]) -> str:
-    parts = [f"allowed by {v.get('grant') or 'no grant'}", f"policy v{v.get('policy_version')}"]
-    if v.get("approval"):
-        parts.append(f"approval {v['approval']}")
-    return ", ".join(parts)
-
-
-def _governance_summary(kind: str, d: Mapping[str, Any]) -> str:
-    """Who allowed what, under which policy version: the audit lines of ``stead trace``."""
-    if kind == "grant_added":
-        g = d["grant"]
-        return f"{g['id']} {describe(g)} by {g.get('by')}"
-    if kind == "grant_revoked":
-        return f"{d['grant']} by {d.get('by')}: {d.get('reason', '')}"
-    if kind == "autonomy_changed":
-        what = f"tool {d['tool']}" if d.get("tool") else "agent"
-        return f"{what} → {d['level']} by {d.get('by')}"
-    if kind == "approval_requested":
-        return f"{d['approval_id']} {d['tool']} (policy v{d['policy_version']}): {d['reason']}"
-    if kind == "approval_granted":
-        return f"{d['approval_id']} by {d['by']} until {iso(d['valid_until'])}"
-    if kind in ("approval_denied", "approval_lapsed"):
-        return f"{d['approval_id']}: {d.get('reason', '')}" + (
-            f" (by {d['by']})" if d.get("by") else ""
-        )
-    if kind in ("proposal_recorded", "proposal_accepted"):
-        return f"{d['proposal_id']} {d.get('tool', '')}"
-    if kind == "governance_refused":
-        return f"{d['type']}: {d['reason']}"
-    if kind in ("message_received", "message_refused"):
-        who = d.get("from") or d.get("claimed_from")
-        return f"{d.get('message')} from {who}" + (f": {d['reason']}" if d.get("reason") else "")
-    if kind in ("delegated", "message_sent"):
-        return f"to {d.get('to')}: " + ("ok" if d.get("ok") else f"error: {d.get('error')}")
-    if kind == "identity_created":
-        return f"ed25519 {d['public_key'][:16]}…"
-    return ""
-
-
 def cmd_trace(args: argparse.Namespace) -> int:
     with runtime_for(args, reads_only=True) as rt:
         events = rt.store.read_events(args.agent_id, args.from_seq, args.to_seq)
@@ -240,7 +147,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         table = Table("seq", "time", "kind", "detail", box=None)
         for ev in events:
             # Text, not markup: a detail's brackets ([secret:NAME]) are shown as they are
-            table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, Text(_summary(ev)))
+            table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, Text(summarize(ev)))
         out.print(table)
     return EXIT_COMPLETED
 

@@ -1,9 +1,9 @@
-"""``stead serve``: the HTTP API (and, later, the web page) over one store.
+"""``stead serve``: the HTTP API and the web page for people, over one store.
 
 :func:`application` puts the pieces together: the endpoints of :mod:`.api`
 and the journal stream of :mod:`.stream` behind tokens (:mod:`.auth`,
 :mod:`.app`), and, open to anyone, ``/v1/health`` and the OpenAPI document
-(:mod:`.openapi`).
+(:mod:`.openapi`); and the web page of :mod:`.web`, logged in with a token.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .. import __version__
+from . import web
 from .api import ENDPOINTS
 from .app import Endpoint, Server, make_app
 from .openapi import document
@@ -52,6 +53,7 @@ def application(server: Server) -> Starlette:
     extra = [
         Route("/v1/health", get_health, methods=["GET"]),
         Route("/v1/openapi.json", get_document, methods=["GET"]),
+        *web.routes(server),
     ]
     return make_app(server, every, extra)
 

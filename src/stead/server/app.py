@@ -26,7 +26,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jsonschema
 from starlette.applications import Starlette
@@ -79,6 +79,10 @@ class Endpoint:
     media: str = "application/json"
 
 
+class SessionFinder(Protocol):
+    def find(self, sid: str) -> tuple[Any, TokenRecord] | None: ...
+
+
 class Server:
     """The store, the data folder and the pieces every request shares."""
 
@@ -107,6 +111,7 @@ class Server:
         self._lock = threading.Lock()
         self._runtimes: dict[str, Runtime] = {}
         self.running: dict[str, threading.Thread] = {}  # agents run at a request's ask
+        self.sessions: SessionFinder | None = None  # the web page's, once it is served
 
     def runtime(self, token: TokenRecord) -> Runtime:
         """The token's tenant's runtime, as the token's holder."""
@@ -152,8 +157,12 @@ async def _authenticated(server: Server, request: Request) -> TokenRecord | Resp
         )
     header = request.headers.get("authorization", "")
     presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
-    if not presented:
-        presented = request.cookies.get("stead_session", "")
+    if not presented and request.method == "GET" and server.sessions is not None:
+        # the web page's own reads (its journal stream), by its session: only reads,
+        # so a form elsewhere cannot make a logged-in browser change anything
+        web = server.sessions.find(request.cookies.get("stead_web", ""))
+        if web is not None:
+            return web[1]
     if not presented:
         return problem(
             "unauthenticated",

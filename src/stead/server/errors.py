@@ -60,9 +60,12 @@ def problem(
     )
 
 
+def status_of(exc: errors.SteadError) -> int:
+    return next((s for cls, s in STATUS if isinstance(exc, cls)), 400)
+
+
 def from_error(exc: errors.SteadError) -> JSONResponse:
-    status = next((s for cls, s in STATUS if isinstance(exc, cls)), 400)
-    return problem(code_of(exc), str(exc), status)
+    return problem(code_of(exc), str(exc), status_of(exc))
 
 
 ERROR_SCHEMA = {

@@ -1,0 +1,206 @@
+"""The web page for people: log in with a token, watch agents, answer approvals.
+
+Pages are rendered on the server (Jinja2, escaping everything) and work with
+plain HTML forms, so there is no JavaScript to build; the one script a page
+has (an agent's timeline following its journal through the event stream) is
+a few lines inline, and the page works without it.
+
+Logging in exchanges a token for a session: a random id in an ``HttpOnly``,
+``SameSite=Strict`` cookie, kept in this process for :data:`SESSION_SECONDS`
+and checked against the token on every request, so revoking the token ends
+the session too. Every form carries the session's CSRF token, compared in
+constant time before anything is done. Failed logins count against the
+address like failed API calls (:class:`~stead.server.auth.Attempts`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ..clock import iso
+from ..errors import SteadError, UsageError
+from ..journal import Kind
+from ..store.tokens import TokenRecord
+from . import auth
+from .app import Server
+from .errors import status_of
+from .timeline import describe
+
+SESSION_SECONDS = 8 * 3600.0
+KINDS = sorted(k.value for k in Kind)
+"""Every event kind, for the timeline's stream (one listener each)."""
+COOKIE = "stead_web"
+VALIDITY = {"15 minutes": 900, "1 hour": 3600, "1 day": 86400}
+_TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(["html"]),
+)
+_TEMPLATES.filters["iso"] = iso
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    token_id: str
+    csrf: str
+    expires: float
+
+
+class Sessions:
+    """Sessions of this server process (a restart asks people to log in again)."""
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._lock = threading.Lock()
+        self._open: dict[str, Session] = {}
+
+    def open(self, token: TokenRecord) -> str:
+        sid = secrets.token_urlsafe(32)
+        with self._lock:
+            now = self._server.clock.now()
+            self._open = {k: s for k, s in self._open.items() if s.expires > now}
+            self._open[sid] = Session(token.token_id, secrets.token_urlsafe(24),
+                                      now + SESSION_SECONDS)  # fmt: skip
+        return sid
+
+    def close(self, sid: str) -> None:
+        with self._lock:
+            self._open.pop(sid, None)
+
+    def find(self, sid: str) -> tuple[Session, TokenRecord] | None:
+        with self._lock:
+            found = self._open.get(sid)
+        if found is None or found.expires <= self._server.clock.now():
+            return None
+        token = self._server.tokens.get_token(found.token_id)
+        if token is None or token.revoked_at is not None:
+            self.close(sid)
+            return None
+        return found, token
+
+
+def _page(name: str, code: int = 200, **values: Any) -> HTMLResponse:
+    return HTMLResponse(_TEMPLATES.get_template(name).render(**values), status_code=code)
+
+
+def routes(server: Server) -> list[Route]:
+    sessions = Sessions(server)
+    server.sessions = sessions
+
+    async def login_form(request: Request) -> Response:
+        return _page("login.html", error=None)
+
+    async def login(request: Request) -> Response:
+        address = request.client.host if request.client is not None else "unknown"
+        if server.attempts.held_off(address) > 0:
+            return _page("login.html", 429, error="Too many failed attempts; wait a minute.")
+        form = await request.form()
+        presented = str(form.get("token", "")).strip()
+        found = await run_in_threadpool(auth.authenticate, server.tokens, presented)
+        if isinstance(found, auth.Refusal):
+            server.attempts.failed(address)
+            await run_in_threadpool(
+                server.tokens.log_operator, "auth_failed",
+                {"from": address, "reason": found.reason, "token_id": found.token_id,
+                 "path": "/login"}, server.clock.now(),
+            )  # fmt: skip
+            return _page("login.html", 401, error="That token is not valid.")
+        answer = RedirectResponse("/", status_code=303)
+        answer.set_cookie(COOKIE, sessions.open(found), max_age=int(SESSION_SECONDS),
+                          httponly=True, samesite="strict", secure=request.url.scheme == "https",
+                          path="/")  # fmt: skip
+        return answer
+
+    def page(
+        handler: Callable[[Request, Session, TokenRecord], Any], post: bool = False
+    ) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> Response:
+            found = sessions.find(request.cookies.get(COOKIE, ""))
+            if found is None:
+                return RedirectResponse("/login", status_code=303)
+            session, token = found
+            if post:
+                form = await request.form()
+                if not hmac.compare_digest(str(form.get("csrf", "")), session.csrf):
+                    return _page("error.html", 403, message="This form has expired; reload.")
+                request.state.form = form
+            try:
+                answer: Response = await run_in_threadpool(handler, request, session, token)
+            except SteadError as exc:
+                return _page("error.html", status_of(exc), message=str(exc), token=token,
+                             session=session)  # fmt: skip
+            return answer
+
+        return handle
+
+    def agents(request: Request, session: Session, token: TokenRecord) -> Response:
+        rt = server.runtime(token)
+        wanted = request.query_params.get("status") or None
+        listed = [a for a in rt.store.list_agents(token.tenant) if wanted in (None, a.status)]
+        pending = rt.pending_approvals(token.tenant)
+        return _page("agents.html", token=token, session=session, agents=listed,
+                     status=wanted, pending=len(pending))  # fmt: skip
+
+    def agent(request: Request, session: Session, token: TokenRecord) -> Response:
+        rt = server.runtime(token)
+        agent_id = request.path_params["agent_id"]
+        record = rt.store.get_record(agent_id)
+        state = rt.store.load_state(agent_id)
+        events = [describe(e) for e in rt.store.read_events(agent_id)]
+        mine = [a for owner, a in rt.pending_approvals(token.tenant) if owner == agent_id]
+        return _page("agent.html", token=token, session=session, record=record, state=state,
+                     events=events, approvals=mine, validity=VALIDITY, kinds=KINDS)  # fmt: skip
+
+    def inbox(request: Request, session: Session, token: TokenRecord) -> Response:
+        rt = server.runtime(token)
+        pending = rt.pending_approvals(token.tenant)
+        return _page("approvals.html", token=token, session=session, pending=pending,
+                     validity=VALIDITY, done=request.query_params.get("done"),
+                     can_answer=auth.allows(token.role, "approve"))  # fmt: skip
+
+    def answer(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "approve"):
+            return _page("error.html", 403, message=f"A {token.role} cannot answer approvals.",
+                         token=token, session=session)  # fmt: skip
+        rt = server.runtime(token)
+        approval_id = request.path_params["approval_id"]
+        form = request.state.form
+        verdict = request.path_params["verdict"]
+        if verdict not in ("approve", "deny"):
+            return _page("error.html", 404, message="There is no such answer.", token=token,
+                         session=session)  # fmt: skip
+        if verdict == "approve":
+            seconds = VALIDITY.get(str(form.get("valid_for", "")), 0)
+            if not seconds:
+                raise UsageError("choose how long the approval holds")
+            rt.approve(approval_id, float(seconds))
+        else:
+            rt.deny(approval_id, str(form.get("reason", "")))
+        return RedirectResponse(f"/approvals?done={approval_id}", status_code=303)
+
+    def logout(request: Request, session: Session, token: TokenRecord) -> Response:
+        sessions.close(request.cookies.get(COOKIE, ""))
+        gone = RedirectResponse("/login", status_code=303)
+        gone.delete_cookie(COOKIE, path="/")
+        return gone
+
+    return [
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/", page(agents), methods=["GET"]),
+        Route("/agents/{agent_id}", page(agent), methods=["GET"]),
+        Route("/approvals", page(inbox), methods=["GET"]),
+        Route("/approvals/{approval_id}/{verdict:str}", page(answer, post=True), methods=["POST"]),
+        Route("/logout", page(logout, post=True), methods=["POST"]),
+    ]

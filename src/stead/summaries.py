@@ -1,0 +1,107 @@
+"""One line of text for people about each journal event: ``stead trace`` and the web
+page's timeline say the same thing.
+
+Who allowed a call, under which policy version and approval, is part of the
+line (the audit a person reads); a finish or a question that repeats untrusted
+text says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .clock import iso
+from .governance.grants import describe
+from .journal import Event
+
+
+def summarize(ev: Event) -> str:
+    """One line for people about ``ev``: what it did, and who allowed it."""
+    d = ev.data
+    if ev.kind == "decision":
+        parts = []
+        for a in d["actions"]:
+            parts.append(f"{a['tool']}" if a["type"] == "tool" else a["type"])
+        return f"step {d['step']}: " + ", ".join(parts)
+    if ev.kind in ("tool_intent", "tool_result", "outcome_unknown", "reconciled", "call_resolved"):
+        extra = ""
+        if ev.kind == "tool_result":
+            extra = " ok" if d.get("ok") else f" error: {d.get('error')}"
+            if d.get("rerun"):
+                extra += " (re-run after a crash)"
+        elif ev.kind == "reconciled":
+            extra = f" → {d.get('verdict')}"
+        elif ev.kind == "call_resolved":
+            extra = f" as {d.get('resolution')} by {d.get('by')}"
+        verdict = d.get("verdict")
+        if isinstance(verdict, Mapping) and verdict.get("decision") == "allow":
+            extra += f" ({_verdict(verdict)})"
+        return f"{d.get('call_id')} {d.get('tool', '')}{extra}"
+    if ev.kind == "workspace_restored":
+        return "rolled back: " + ", ".join(d.get("paths", []))
+    if ev.kind == "status_changed":
+        return f"{d.get('status')}: {d.get('reason', '')}"
+    if ev.kind == "memory_written":
+        return ", ".join(sorted(d.get("values", {})))
+    if ev.kind in ("goal_pushed", "goal_completed"):
+        return str(d.get("id"))
+    if ev.kind == "mcp_tools_listed":
+        names = ", ".join(str(t.get("name")) for t in d.get("tools", []))
+        changed = "changed its tools: " if d.get("changed") else ""
+        return f"MCP server {d.get('server')} {changed}{names}"
+    if ev.kind == "finish_claimed":
+        return str(d.get("summary", "")) + _answer_mark(d)
+    if ev.kind in ("input_received", "input_requested"):
+        return str(d.get("text", d.get("prompt", ""))) + _answer_mark(d)
+    return _governance_summary(ev.kind, d)
+
+
+def _answer_mark(d: Mapping[str, Any]) -> str:
+    """What a trace line says of an answer to a person that repeats untrusted text."""
+    seen = d.get("provenance") or {}
+    marks = []
+    if seen.get("source") == "untrusted":
+        marks.append(f"repeats untrusted text from event {', '.join(map(str, seen['from']))}")
+    if seen.get("approval"):
+        marks.append(f"a person saw it first ({seen['approval']})")
+    return f"  [{'; '.join(marks)}]" if marks else ""
+
+
+def _verdict(v: Mapping[str, Any]) -> str:
+    parts = [f"allowed by {v.get('grant') or 'no grant'}", f"policy v{v.get('policy_version')}"]
+    if v.get("approval"):
+        parts.append(f"approval {v['approval']}")
+    return ", ".join(parts)
+
+
+def _governance_summary(kind: str, d: Mapping[str, Any]) -> str:
+    """Who allowed what, under which policy version: the audit lines of ``stead trace``."""
+    if kind == "grant_added":
+        g = d["grant"]
+        return f"{g['id']} {describe(g)} by {g.get('by')}"
+    if kind == "grant_revoked":
+        return f"{d['grant']} by {d.get('by')}: {d.get('reason', '')}"
+    if kind == "autonomy_changed":
+        what = f"tool {d['tool']}" if d.get("tool") else "agent"
+        return f"{what} → {d['level']} by {d.get('by')}"
+    if kind == "approval_requested":
+        return f"{d['approval_id']} {d['tool']} (policy v{d['policy_version']}): {d['reason']}"
+    if kind == "approval_granted":
+        return f"{d['approval_id']} by {d['by']} until {iso(d['valid_until'])}"
+    if kind in ("approval_denied", "approval_lapsed"):
+        return f"{d['approval_id']}: {d.get('reason', '')}" + (
+            f" (by {d['by']})" if d.get("by") else ""
+        )
+    if kind in ("proposal_recorded", "proposal_accepted"):
+        return f"{d['proposal_id']} {d.get('tool', '')}"
+    if kind == "governance_refused":
+        return f"{d['type']}: {d['reason']}"
+    if kind in ("message_received", "message_refused"):
+        who = d.get("from") or d.get("claimed_from")
+        return f"{d.get('message')} from {who}" + (f": {d['reason']}" if d.get("reason") else "")
+    if kind in ("delegated", "message_sent"):
+        return f"to {d.get('to')}: " + ("ok" if d.get("ok") else f"error: {d.get('error')}")
+    if kind == "identity_created":
+        return f"ed25519 {d['public_key'][:16]}…"
+    return ""

@@ -1,0 +1,129 @@
+"""The web page: a person logs in with a token, finds an agent waiting, answers it once,
+and watches it; forms carry CSRF tokens; nothing an agent wrote runs in the page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import Served, write_spec
+from .test_api import made, run_until, waiting_approval
+
+
+def logged_in(served: Served, tenant: str = "acme", role: str = "approver") -> str:
+    """Log the test client in; return the session's CSRF token (from a page's form)."""
+    served.client.cookies.clear()
+    got = served.client.post("/login", data={"token": served.tokens[(tenant, role)]},
+                             follow_redirects=False)  # fmt: skip
+    assert got.status_code == 303 and got.headers["location"] == "/"
+    cookie = got.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    page = served.client.get("/")
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_the_pages_need_a_login_and_a_bad_token_is_logged(served: Served) -> None:
+    for path in ("/", "/approvals", "/agents/ag_x"):
+        got = served.client.get(path, follow_redirects=False)
+        assert got.status_code == 303 and got.headers["location"] == "/login"
+    bad = served.client.post("/login", data={"token": "stead.tok_nope.x"})
+    assert bad.status_code == 401 and "not valid" in bad.text
+    assert served.server.tokens.operator_log()[-1].data["path"] == "/login"
+
+
+def test_a_person_approves_from_the_inbox_for_a_window_once(served: Served) -> None:
+    agent_id, approval_id = waiting_approval(served)
+    csrf = logged_in(served)
+    inbox = served.client.get("/approvals")
+    assert approval_id in inbox.text and "write_file" in inbox.text and "hello" in inbox.text
+    # without the form's CSRF token nothing is done
+    forged = served.client.post(f"/approvals/{approval_id}/approve",
+                                data={"valid_for": "15 minutes"})  # fmt: skip
+    assert forged.status_code == 403
+    assert served.call("GET", "/v1/approvals", "acme", "viewer").json()[0]["approval_id"] == (
+        approval_id
+    )
+    got = served.client.post(f"/approvals/{approval_id}/approve",
+                             data={"valid_for": "15 minutes", "csrf": csrf})  # fmt: skip
+    assert got.status_code == 200 and f"Answered {approval_id}" in got.text
+    assert served.call("GET", "/v1/approvals", "acme", "viewer").json() == []
+    again = served.client.post(f"/approvals/{approval_id}/deny",
+                               data={"reason": "late", "csrf": csrf})  # fmt: skip
+    assert again.status_code == 404 and "no approval" in again.text
+    assert run_until(served, agent_id, {"completed"}) == "completed"
+    timeline = served.client.get(f"/agents/{agent_id}")
+    assert "approval_granted" in timeline.text and "approver@acme" in timeline.text
+    assert "files: out.txt" in timeline.text and "completed" in timeline.text
+
+
+def test_a_denial_from_the_page_reaches_the_agent(served: Served) -> None:
+    agent_id, approval_id = waiting_approval(served)
+    csrf = logged_in(served)
+    got = served.client.post(f"/approvals/{approval_id}/deny",
+                             data={"reason": "not today", "csrf": csrf})  # fmt: skip
+    assert got.status_code == 200
+    run_until(served, agent_id, {"completed", "failed", "needs_attention", "waiting"})
+    assert "not today" in served.client.get(f"/agents/{agent_id}").text
+
+
+def test_a_viewer_sees_the_inbox_but_cannot_answer(served: Served) -> None:
+    _, approval_id = waiting_approval(served)
+    csrf = logged_in(served, role="viewer")
+    inbox = served.client.get("/approvals")
+    assert approval_id in inbox.text and "Approve</button>" not in inbox.text
+    got = served.client.post(f"/approvals/{approval_id}/approve",
+                             data={"valid_for": "1 hour", "csrf": csrf})  # fmt: skip
+    assert got.status_code == 403
+    assert len(served.call("GET", "/v1/approvals", "acme", "viewer").json()) == 1
+
+
+def test_another_tenant_s_agent_is_not_found_and_revoking_ends_the_session(
+    served: Served,
+) -> None:
+    agent_id = made(served, "waiter.yaml")
+    logged_in(served, tenant="globex", role="admin")
+    assert served.client.get(f"/agents/{agent_id}").status_code == 404
+    assert agent_id not in served.client.get("/").text
+    [token] = [t for t in served.server.tokens.list_tokens("globex") if t.role == "admin"]
+    served.server.tokens.revoke_token(token.token_id, served.server.clock.now())
+    gone = served.client.get("/", follow_redirects=False)
+    assert gone.status_code == 303 and gone.headers["location"] == "/login"
+
+
+def test_what_an_agent_wrote_is_shown_as_text_never_run(served: Served) -> None:
+    hostile = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+    write_spec(served.specs, "hostile",
+               [{"tool": "write_file", "args": {"path": "a.txt", "content": hostile}},
+                {"finish": hostile}], autonomy="act_with_approval")  # fmt: skip
+    agent_id = made(served, "hostile.yaml")
+    run_until(served, agent_id, {"waiting"})
+    logged_in(served)
+    for path in ("/approvals", f"/agents/{agent_id}"):
+        page = served.client.get(path).text
+        assert "<script>alert" not in page and "<img src=x" not in page
+        assert "&lt;script&gt;" in page or "\\u003cscript" in page
+
+
+def test_the_page_s_session_may_read_the_stream_but_never_write_through_the_api(
+    served: Served,
+) -> None:
+    agent_id = made(served, "waiter.yaml")
+    logged_in(served, role="admin")
+    with served.client.stream("GET", f"/v1/agents/{agent_id}/stream") as answer:
+        assert answer.status_code == 200
+        first = next(line for line in answer.iter_lines() if line.startswith("id: "))
+        assert first == "id: 1"
+    write = served.client.post(f"/v1/agents/{agent_id}/messages", json={"text": "hi"})
+    assert write.status_code == 401  # a cookie is no credential for a change
+
+
+@pytest.mark.parametrize("path", ["/", "/approvals", "/login"])
+def test_pages_fit_a_phone_s_width(served: Served, path: str) -> None:
+    if path != "/login":
+        logged_in(served)
+    page = served.client.get(path).text
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+    assert "@media (max-width: 640px)" in page
