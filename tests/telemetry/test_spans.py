@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from stead import FakeClock, Kind
+from stead.telemetry.spans import ActivationTrace
 
 from .agents import runtime, scripted
 from .conftest import Recorded
@@ -173,4 +176,23 @@ def test_a_model_that_fails_ends_its_span_in_error_and_the_agent_needs_attention
     (errors,) = [p for p in otel.points("gen_ai.client.operation.duration")
                  if p.attributes.get("error.type")]  # fmt: skip
     assert errors.count == 1
+    rt.close()
+
+
+def test_a_fault_in_telemetry_costs_spans_never_the_agents_journal(
+    tmp_path: Path,
+    otel: Recorded,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug in telemetry")
+
+    monkeypatch.setattr(ActivationTrace, "_observe", broken)
+    rt = runtime(tmp_path)
+    agent_id = scripted(rt, tmp_path, SCRIPT)
+    assert rt.run(agent_id).state.status == "completed"
+    assert rt.store.load_state(agent_id).steps_completed == 3
+    assert "telemetry could not record event" in caplog.text
+    assert otel.spans("execute_tool")  # the rest is still traced
     rt.close()

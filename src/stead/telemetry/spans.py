@@ -27,6 +27,7 @@ the runtime stay few.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -43,6 +44,7 @@ from . import names as n
 from .instruments import Instruments
 
 A = TypeVar("A")
+log = logging.getLogger(__name__)
 Attributes = dict[str, str | bool | int | float]
 
 
@@ -260,6 +262,14 @@ class ActivationTrace:
     # -- what the journal says ---------------------------------------------------------
 
     def observe(self, event: Event, approvals: Mapping[str, Mapping[str, Any]]) -> None:
+        # called between sealing an event and folding it into the state: a fault
+        # here must cost a span, never the agent's journal
+        try:
+            self._observe(event, approvals)
+        except Exception:
+            log.exception("telemetry could not record event %s", event.seq)
+
+    def _observe(self, event: Event, approvals: Mapping[str, Mapping[str, Any]]) -> None:
         kind, d = event.kind, event.data
         call = self._call
         if kind == Kind.DECISION:
