@@ -55,7 +55,7 @@ def test_a_person_approves_from_the_inbox_for_a_window_once(served: Served) -> N
     assert again.status_code == 404 and "no approval" in again.text
     assert run_until(served, agent_id, {"completed"}) == "completed"
     timeline = served.client.get(f"/agents/{agent_id}")
-    assert "approval_granted" in timeline.text and "approver@acme" in timeline.text
+    assert "approval granted" in timeline.text and "approver@acme" in timeline.text
     assert "files: out.txt" in timeline.text and "completed" in timeline.text
 
 
