@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -44,7 +45,12 @@ def waiting_approval(served: Served, tenant: str = "acme") -> tuple[str, str]:
 
 
 def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[Any, ...]]:
-    """A well-formed request for every endpoint, with the action it needs."""
+    """A well-formed request for every endpoint, naming the agent's own objects."""
+    state = served.runtime("acme").store.load_state(agent_id)
+    names: dict[str, str] = defaultdict(lambda: "x_missing")
+    names |= {"agent_id": agent_id, "approval_id": approval_id, "name": "API_KEY", "seq": "1",
+              "grant_id": sorted(state.grants)[0], "call_id": "call_x", "violation_id": "v_x",
+              "proposal_id": "prop_x", "snapshot_id": "snap_x"}  # fmt: skip
     bodies = {
         "/v1/agents": {"spec_file": "waiter.yaml"},
         "/v1/agents/{agent_id}/messages": {"text": "hello"},
@@ -52,11 +58,18 @@ def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[
         "/v1/approvals/{approval_id}/approve": {"valid_for_seconds": 60},
         "/v1/approvals/{approval_id}/deny": {"reason": "no"},
         "/v1/secrets/{name}": {"value": "s3cret-value"},
+        "/v1/agents/{agent_id}/grants/{grant_id}": {"reason": "r"},
+        "/v1/agents/{agent_id}/autonomy": {"level": "act_with_approval"},
+        "/v1/policy": {"text": "permit(principal, action, resource);"},
+        "/v1/agents/{agent_id}/calls/{call_id}/resolve": {"resolution": "done"},
+        "/v1/agents/{agent_id}/violations/{violation_id}/clear": {"reason": "r"},
+        "/v1/agents/{agent_id}/quarantine": {"seq": 1, "reason": "r"},
+        "/v1/agents/{agent_id}/rollback": {"to_version": 1},
     }
     out = []
     for e in endpoints():
-        path = e.path.format(agent_id=agent_id, approval_id=approval_id, name="API_KEY")
-        out.append((e, path, bodies.get(e.path)))
+        body = bodies.get(e.path, {} if e.body is not None else None)
+        out.append((e, e.path.format_map(names), body))
     return out
 
 

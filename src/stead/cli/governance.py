@@ -13,8 +13,9 @@ from typing import Any
 from rich.markup import escape
 
 from ..errors import GovernanceError, NotFound, UsageError
-from ..governance.gate import LEVELS, ancestry_problem
-from ..governance.grants import MAX_VALID_SECONDS, describe, inactive_reason
+from ..governance.gate import LEVELS
+from ..governance.grants import MAX_VALID_SECONDS, describe
+from ..governance.scope import scope_report
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
 from ..runtime.runtime import Runtime
 from ..state import State
@@ -213,18 +214,9 @@ def cmd_scope(args: argparse.Namespace) -> int:
         state = rt.store.load_state(args.agent_id)
         now = rt.clock.now()
         policy = rt.store.get_policy(state.tenant)
-        live = {
-            gid: inactive_reason(g, now) or ancestry_problem(g, now, _state_or_none(rt)) or ""
-            for gid, g in state.grants.items()
-        }
-    report = {
-        "agent_id": state.agent_id,
-        "autonomy": state.autonomy,
-        "tool_autonomy": state.tool_autonomy,
-        "policy_version": policy.version if policy else 0,
-        "grants": [{**g, "inactive": live[gid] or None} for gid, g in sorted(state.grants.items())],
-        "approvals": list(state.approvals.values()),
-        "proposals": list(state.proposals.values()),
+        report = scope_report(state, policy.version if policy else 0, now, _state_or_none(rt))
+    live = {
+        gid: g["inactive"] for gid, g in zip(sorted(state.grants), report["grants"], strict=True)
     }
     if wants_json(args):
         emit_json(report)
@@ -235,7 +227,7 @@ def cmd_scope(args: argparse.Namespace) -> int:
     out.print(f"policy version {report['policy_version']} of tenant {state.tenant}")
     out.print("grants:" if state.grants else "grants: none (every call is refused)")
     for gid, g in sorted(state.grants.items()):
-        note = f"  [yellow](inactive: {live[gid]})[/]" if live[gid] else ""
+        note = f"  [yellow](inactive: {live.get(gid)})[/]" if live.get(gid) else ""
         out.print(f"  {gid}  {describe(g)}  by {g.get('by')}{note}")
     for a in state.approvals.values():
         out.print(f"approval {a['approval_id']} ({a['status']}) for {a['tool']}")

@@ -8,6 +8,7 @@ import json
 from ..canonical import loads
 from ..errors import UsageError
 from ..integrity.certificates import journaled_certificate, verify_certificate
+from ..integrity.clearing import cleared
 from ..journal import Kind, NewEvent
 from ..state import State
 from .common import (
@@ -141,18 +142,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
     with runtime_for(args) as rt:
 
         def build(state: State) -> list[NewEvent]:
-            if args.violation_id not in state.violations:
-                open_ = ", ".join(sorted(state.violations)) or "none"
-                raise UsageError(
-                    f"agent {args.agent_id} has no open violation {args.violation_id}; "
-                    f"open: {open_}"
-                )
-            return [
-                NewEvent(
-                    Kind.VIOLATION_CLEARED,
-                    {"violation_id": args.violation_id, "by": rt.person(), "reason": args.reason},
-                )
-            ]
+            return cleared(state, args.violation_id, rt.person(), args.reason)
 
         state = rt.append_as_person(args.agent_id, build)
     if not wants_json(args):

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .. import __version__
-from . import web
+from . import api_governance, api_lifecycle, web
 from .api import ENDPOINTS
 from .app import Endpoint, Server, make_app
 from .openapi import document
@@ -29,7 +29,7 @@ STREAM = Endpoint(
 
 
 def endpoints() -> list[Endpoint]:
-    return [*ENDPOINTS, STREAM]
+    return [*ENDPOINTS, *api_governance.ENDPOINTS, *api_lifecycle.ENDPOINTS, STREAM]
 
 
 def application(server: Server) -> Starlette:

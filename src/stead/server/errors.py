@@ -23,6 +23,7 @@ STATUS: list[tuple[type[errors.SteadError], int]] = [
     (errors.StoreUnusable, 503),
     (errors.SchemaTooNew, 503),
     (errors.StoreError, 503),
+    (errors.PolicyError, 400),
     (errors.GovernanceError, 409),
     (errors.ResolveError, 409),
     (errors.IntegrityError, 422),

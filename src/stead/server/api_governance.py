@@ -1,0 +1,118 @@
+"""Endpoints for what an agent may do: scope, grants, autonomy, the tenant's policy,
+outcomes a person decides, violations a person clears, proposals a person accepts.
+
+Changing what an agent may do takes an ``admin`` token; deciding about what it
+did (an unknown outcome, a violation, a proposal) an ``approver``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NotFound
+from ..governance.gate import LEVELS
+from ..governance.scope import scope_report
+from ..integrity.clearing import cleared
+from ..runtime.runtime import RESOLUTIONS
+from ..state import State
+from .app import Call, Endpoint
+from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, strict
+
+
+def _brief(state: State) -> dict[str, Any]:
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+
+
+def scope(call: Call) -> Any:
+    rt = call.rt
+    state = rt.store.load_state(call.params["agent_id"])
+    policy = rt.store.get_policy(state.tenant)
+
+    def find(agent_id: str) -> State | None:
+        try:
+            return rt.store.load_state(agent_id)
+        except NotFound:
+            return None
+
+    return scope_report(state, policy.version if policy else 0, rt.clock.now(), find)
+
+
+def revoke(call: Call) -> Any:
+    body = call.body or {}
+    return _brief(call.rt.revoke(call.params["agent_id"], call.params["grant_id"],
+                                 body.get("reason", "")))  # fmt: skip
+
+
+def autonomy(call: Call) -> Any:
+    b = call.body
+    state = call.rt.set_autonomy(call.params["agent_id"], b["level"], tool=b.get("tool"),
+                                 reason=b.get("reason", ""))  # fmt: skip
+    return _brief(state)
+
+
+def policy(call: Call) -> Any:
+    record = call.rt.store.get_policy(call.token.tenant)
+    if record is None:
+        raise NotFound(
+            f"tenant {call.token.tenant} has no policy; every call the scope ledger allows "
+            "is allowed. Set one with PUT /v1/policy"
+        )
+    return {"version": record.version, "text": record.text, "set_by": record.set_by,
+            "set_at": record.set_at}  # fmt: skip
+
+
+def set_policy(call: Call) -> Any:
+    version = call.rt.set_policy(call.token.tenant, call.body["text"])
+    return {"tenant": call.token.tenant, "version": version}
+
+
+def resolve(call: Call) -> Any:
+    p = call.params
+    return _brief(call.rt.resolve(p["agent_id"], p["call_id"], call.body["resolution"]))
+
+
+def clear(call: Call) -> Any:
+    rt, p = call.rt, call.params
+    state = rt.append_as_person(
+        p["agent_id"],
+        lambda s: cleared(s, p["violation_id"], rt.person(), call.body["reason"]),
+    )
+    return _brief(state)
+
+
+def accept(call: Call) -> Any:
+    return _brief(call.rt.accept(call.params["agent_id"], call.params["proposal_id"]))
+
+
+_REASON = {"type": "string", "maxLength": 4096}
+BRIEF = NEW_AGENT
+ENDPOINTS = [
+    Endpoint("GET", "/v1/agents/{agent_id}/scope", "read",
+             "Show what an agent may do now, and until when", scope,
+             answer({"agent_id": ID, "autonomy": TEXT, "grants": {"type": "array"},
+                     "policy_version": {"type": "integer"}}), tag="governance"),
+    Endpoint("DELETE", "/v1/agents/{agent_id}/grants/{grant_id}", "govern",
+             "Revoke a grant (and its delegations)", revoke, BRIEF,
+             body=strict({"reason": _REASON}), tag="governance"),
+    Endpoint("PUT", "/v1/agents/{agent_id}/autonomy", "govern",
+             "Set an agent's autonomy, or one tool's", autonomy, BRIEF,
+             body=strict({"level": {"enum": list(LEVELS)}, "tool": {"type": "string"},
+                          "reason": _REASON}, required=["level"]), tag="governance"),
+    Endpoint("GET", "/v1/policy", "read", "Show the tenant's Cedar policy", policy,
+             answer({"version": {"type": "integer"}, "text": TEXT}), tag="governance"),
+    Endpoint("PUT", "/v1/policy", "govern", "Set the tenant's Cedar policy", set_policy,
+             answer({"tenant": ID, "version": {"type": "integer"}}),
+             body=strict({"text": {"type": "string", "minLength": 1, "maxLength": 1 << 20}},
+                         required=["text"]), tag="governance"),
+    Endpoint("POST", "/v1/agents/{agent_id}/calls/{call_id}/resolve", "approve",
+             "Decide a call whose outcome is unknown", resolve, BRIEF,
+             body=strict({"resolution": {"enum": list(RESOLUTIONS)}}, required=["resolution"]),
+             tag="governance"),
+    Endpoint("POST", "/v1/agents/{agent_id}/violations/{violation_id}/clear", "approve",
+             "Clear a violation that suspended an agent", clear, BRIEF,
+             body=strict({"reason": {"type": "string", "minLength": 1, "maxLength": 4096}},
+                         required=["reason"]), tag="governance"),
+    Endpoint("POST", "/v1/agents/{agent_id}/proposals/{proposal_id}/accept", "approve",
+             "Run a proposed call now, under your authority", accept, BRIEF, body=OBJECT,
+             tag="governance"),
+]  # fmt: skip

@@ -1,0 +1,139 @@
+"""Endpoints for an agent's life beyond its steps: hibernation and snapshots, forks,
+the completion certificate, the monitors run again, provenance, quarantine and
+rollback. (Archives, ``stead export`` and ``stead import``, move files between
+stores and stay with the command line.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from ..integrity.certificates import journaled_certificate
+from .app import Call, Endpoint
+from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
+
+SNAPSHOT = answer(
+    {"snapshot_id": ID, "agent_id": ID, "version": {"type": "integer"}},
+)
+NODE = answer({"seq": {"type": "integer"}, "kind": TEXT, "why": TEXT})
+
+
+def hibernate(call: Call) -> Any:
+    return call.rt.hibernate(call.params["agent_id"]).to_json()
+
+
+def wake(call: Call) -> Any:
+    state = call.rt.wake(call.params["agent_id"])
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+
+
+def snapshots(call: Call) -> Any:
+    return [s.to_json() for s in call.rt.store.list_snapshots(call.params["agent_id"])]
+
+
+def restore(call: Call) -> Any:
+    state = call.rt.restore(call.params["snapshot_id"])
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+
+
+def fork(call: Call) -> Any:
+    b = call.body
+    state = call.rt.fork(call.params["agent_id"], at_version=b.get("at_version"),
+                         with_grants=bool(b.get("with_grants")), name=b.get("name"))  # fmt: skip
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+
+
+def certificate(call: Call) -> Any:
+    return journaled_certificate(call.rt.store, call.params["agent_id"])
+
+
+def check(call: Call) -> Any:
+    found, journaled = call.rt.check(call.params["agent_id"])
+    return {"violations": [{"seq": seq, **v.to_json()} for seq, v in found],
+            "journaled": journaled,
+            "same_as_live": [v.to_json() for _, v in found] == journaled}  # fmt: skip
+
+
+def _seq(call: Call) -> int:
+    text = call.params["seq"]
+    if not text.isdigit() or int(text) > 2**62:
+        raise UsageError(f"an event's sequence number is a whole number, not {text!r}")
+    return int(text)
+
+
+def _nodes(call: Call, which: str) -> Any:
+    graph = call.rt.provenance(call.params["agent_id"])
+    seq = _seq(call)
+    try:
+        nodes = graph.lineage(seq) if which == "lineage" else graph.impact(seq)
+    except KeyError:
+        raise UsageError(f"agent {call.params['agent_id']} has no event {seq}") from None
+    return [n.to_json() for n in nodes]
+
+
+def lineage(call: Call) -> Any:
+    return _nodes(call, "lineage")
+
+
+def impact(call: Call) -> Any:
+    return _nodes(call, "impact")
+
+
+def quarantine(call: Call) -> Any:
+    status, downstream = call.rt.quarantine(call.params["agent_id"], call.body["seq"],
+                                            call.body["reason"])  # fmt: skip
+    return {"seq": call.body["seq"], "downstream": downstream, "status": status}
+
+
+def rollback(call: Call) -> Any:
+    b = call.body
+    report = call.rt.rollback(call.params["agent_id"], to_version=b.get("to_version"),
+                              downstream_of=b.get("downstream_of"))  # fmt: skip
+    return {
+        "compensated": report.compensated,
+        "failed": report.failed,
+        "needs_person": report.needs_person,
+        "restored_paths": report.restored_paths,
+    }
+
+
+_SEQ = {"type": "integer", "minimum": 1}
+ENDPOINTS = [
+    Endpoint("POST", "/v1/agents/{agent_id}/hibernate", "operate",
+             "Hibernate an agent into a snapshot", hibernate, SNAPSHOT, body=OBJECT,
+             tag="lifecycle"),
+    Endpoint("POST", "/v1/agents/{agent_id}/wake", "operate", "Wake a hibernated agent", wake,
+             NEW_AGENT, body=OBJECT, tag="lifecycle"),
+    Endpoint("GET", "/v1/agents/{agent_id}/snapshots", "read", "List an agent's snapshots",
+             snapshots, listing(SNAPSHOT), tag="lifecycle"),
+    Endpoint("POST", "/v1/snapshots/{snapshot_id}/restore", "operate",
+             "Restore a snapshot (once)", restore, NEW_AGENT, body=OBJECT, tag="lifecycle"),
+    Endpoint("POST", "/v1/agents/{agent_id}/fork", "operate",
+             "Fork an agent from a past or its current version", fork, NEW_AGENT,
+             body=strict({"at_version": _SEQ, "with_grants": {"type": "boolean"},
+                          "name": {"type": "string", "minLength": 1, "maxLength": 200}}),
+             status=201, tag="lifecycle"),
+    Endpoint("GET", "/v1/agents/{agent_id}/certificate", "read",
+             "Show an agent's completion certificate", certificate, OBJECT, tag="integrity"),
+    Endpoint("GET", "/v1/agents/{agent_id}/check", "read",
+             "Run the monitors over the stored journal again", check,
+             answer({"violations": {"type": "array"}, "journaled": {"type": "array"},
+                     "same_as_live": {"type": "boolean"}}), tag="integrity"),
+    Endpoint("GET", "/v1/agents/{agent_id}/lineage/{seq}", "read",
+             "Where an event came from", lineage, listing(NODE), tag="integrity"),
+    Endpoint("GET", "/v1/agents/{agent_id}/impact/{seq}", "read",
+             "Everything downstream of a result", impact, listing(NODE), tag="integrity"),
+    Endpoint("POST", "/v1/agents/{agent_id}/quarantine", "approve",
+             "Mark a result bad and flag what depends on it", quarantine,
+             answer({"seq": {"type": "integer"}, "downstream": {"type": "array"},
+                     "status": TEXT}),
+             body=strict({"seq": _SEQ, "reason": {"type": "string", "minLength": 1,
+                                                  "maxLength": 4096}},
+                         required=["seq", "reason"]), tag="integrity"),
+    Endpoint("POST", "/v1/agents/{agent_id}/rollback", "govern",
+             "Undo what came after a version, or what depended on a result", rollback,
+             answer({"compensated": {"type": "array"}, "failed": {"type": "array"},
+                     "needs_person": {"type": "array"}, "restored_paths": {"type": "array"}}),
+             body=strict({"to_version": _SEQ, "downstream_of": _SEQ},
+                         one_of=[["to_version"], ["downstream_of"]]), tag="integrity"),
+]  # fmt: skip

@@ -1,0 +1,118 @@
+"""The API's routes for scope, autonomy, policy, people's decisions, hibernation,
+forks, certificates, provenance and rollback: each does what its command does."""
+
+from __future__ import annotations
+
+from .conftest import Served, write_spec
+from .test_api import made, run_until, waiting_approval
+
+
+def test_scope_grants_autonomy_and_policy(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    run_until(served, agent_id, {"waiting"})
+    scope = served.call("GET", f"/v1/agents/{agent_id}/scope", "acme", "viewer").json()
+    assert scope["autonomy"] == "act_autonomously" and scope["policy_version"] == 0
+    grant = next(g for g in scope["grants"] if g["tool"] == "write_file")
+    assert grant["inactive"] is None
+    got = served.call("DELETE", f"/v1/agents/{agent_id}/grants/{grant['id']}", "acme", "admin",
+                      json={"reason": "no more writing"})  # fmt: skip
+    assert got.status_code == 200, got.text
+    scope = served.call("GET", f"/v1/agents/{agent_id}/scope", "acme", "viewer").json()
+    assert grant["id"] not in [g["id"] for g in scope["grants"]]
+    got = served.call("PUT", f"/v1/agents/{agent_id}/autonomy", "acme", "admin",
+                      json={"level": "act_with_approval", "tool": "read_file"})  # fmt: skip
+    assert got.status_code == 200, got.text
+    scope = served.call("GET", f"/v1/agents/{agent_id}/scope", "acme", "viewer").json()
+    assert scope["tool_autonomy"] == {"read_file": "act_with_approval"}
+    bad = served.call("PUT", f"/v1/agents/{agent_id}/autonomy", "acme", "admin",
+                      json={"level": "anything goes"})  # fmt: skip
+    assert bad.status_code == 400
+    none = served.call("GET", "/v1/policy", "acme", "viewer")
+    assert none.status_code == 404 and "has no policy" in none.json()["error"]["message"]
+    text = "permit(principal, action, resource);\n"
+    put = served.call("PUT", "/v1/policy", "acme", "admin", json={"text": text})
+    assert put.status_code == 200 and put.json() == {"tenant": "acme", "version": 1}, put.text
+    shown = served.call("GET", "/v1/policy", "acme", "viewer").json()
+    assert shown["text"] == text and shown["set_by"].startswith("admin@acme")
+    assert served.call("GET", "/v1/policy", "globex", "viewer").status_code == 404
+    broken = served.call("PUT", "/v1/policy", "acme", "admin", json={"text": "permit("})
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == "policy_error"
+
+
+def test_decisions_that_name_nothing_open_are_refused_in_the_cli_s_words(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    run_until(served, agent_id, {"waiting"})
+    for path, body, needle in [
+        (f"/v1/agents/{agent_id}/violations/v_none/clear", {"reason": "ok"}, "no open violation"),
+        (f"/v1/agents/{agent_id}/calls/call_none/resolve", {"resolution": "done"}, "call_none"),
+        (f"/v1/agents/{agent_id}/proposals/prop_none/accept", {}, "no open proposal"),
+    ]:
+        got = served.call("POST", path, "acme", "approver", json=body)
+        assert 400 <= got.status_code < 500 and needle in got.json()["error"]["message"], got.text
+
+
+def test_hibernate_wake_restore_once_and_fork(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    run_until(served, agent_id, {"waiting"})
+    snap = served.call("POST", f"/v1/agents/{agent_id}/hibernate", "acme", "operator", json={})
+    assert snap.status_code == 200, snap.text
+    snapshot_id = snap.json()["snapshot_id"]
+    listed = served.call("GET", f"/v1/agents/{agent_id}/snapshots", "acme", "viewer").json()
+    assert [s["snapshot_id"] for s in listed] == [snapshot_id]
+    assert (
+        served.call("GET", f"/v1/agents/{agent_id}", "acme", "viewer").json()["state"]["status"]
+        == "hibernated"
+    )
+    woke = served.call("POST", f"/v1/snapshots/{snapshot_id}/restore", "acme", "operator",
+                       json={})  # fmt: skip
+    assert woke.status_code == 200 and woke.json()["status"] == "waiting", woke.text
+    twice = served.call("POST", f"/v1/snapshots/{snapshot_id}/restore", "acme", "operator",
+                        json={})  # fmt: skip
+    assert twice.status_code in (400, 409), twice.text
+    assert served.call("POST", f"/v1/snapshots/{snapshot_id}/restore", "globex", "admin",
+                       json={}).status_code == 404  # fmt: skip
+    fork = served.call("POST", f"/v1/agents/{agent_id}/fork", "acme", "operator",
+                       json={"name": "copy"})  # fmt: skip
+    assert fork.status_code == 201, fork.text
+    forked = served.call("GET", f"/v1/agents/{fork.json()['agent_id']}", "acme", "viewer").json()
+    assert forked["name"] == "copy" and forked["tenant"] == "acme"
+
+
+def test_certificate_check_provenance_quarantine_and_rollback(served: Served) -> None:
+    write_spec(served.specs, "two", [{"tool": "write_file", "args": {"path": "a.txt",
+               "content": "one"}}, {"tool": "read_file", "args": {"path": "a.txt"}},
+               {"finish": "read it"}])  # fmt: skip
+    agent_id = made(served, "two.yaml")
+    assert run_until(served, agent_id, {"completed"}) == "completed"
+    cert = served.call("GET", f"/v1/agents/{agent_id}/certificate", "acme", "viewer")
+    assert cert.status_code == 200 and cert.json()["agent_id"] == agent_id
+    check = served.call("GET", f"/v1/agents/{agent_id}/check", "acme", "viewer").json()
+    assert check["same_as_live"] is True
+    events = served.call("GET", f"/v1/agents/{agent_id}/events", "acme", "viewer").json()
+    results = [e["seq"] for e in events["events"] if e["kind"] == "tool_result"]
+    graph = served.runtime("acme").provenance(agent_id)
+    for which in ("impact", "lineage"):
+        for seq in results:
+            got = served.call("GET", f"/v1/agents/{agent_id}/{which}/{seq}", "acme", "viewer")
+            expected = graph.impact(seq) if which == "impact" else graph.lineage(seq)
+            assert got.status_code == 200 and got.json() == [n.to_json() for n in expected]
+    nowhere = served.call("GET", f"/v1/agents/{agent_id}/lineage/99999", "acme", "viewer")
+    assert nowhere.status_code == 400 and "no event 99999" in nowhere.text
+    q = served.call("POST", f"/v1/agents/{agent_id}/quarantine", "acme", "approver",
+                    json={"seq": results[0], "reason": "bad write"})  # fmt: skip
+    assert q.status_code == 200, q.text
+    assert q.json()["downstream"] == [n.seq for n in graph.impact(results[0])]
+    before = min(e["seq"] for e in events["events"] if e["kind"] == "decision") - 1
+    back = served.call("POST", f"/v1/agents/{agent_id}/rollback", "acme", "admin",
+                       json={"to_version": before})  # fmt: skip
+    assert back.status_code == 200, back.text
+    assert "a.txt" in back.json()["restored_paths"]
+    approver = served.call("POST", f"/v1/agents/{agent_id}/rollback", "acme", "approver",
+                           json={"to_version": 1})  # fmt: skip
+    assert approver.status_code == 403
+
+
+def test_an_approval_waits_in_the_inbox_of_its_own_tenant_only(served: Served) -> None:
+    waiting_approval(served, "globex")
+    assert served.call("GET", "/v1/approvals", "acme", "viewer").json() == []
+    assert len(served.call("GET", "/v1/approvals", "globex", "viewer").json()) == 1
