@@ -3,6 +3,8 @@ forks, certificates, provenance and rollback: each does what its command does.""
 
 from __future__ import annotations
 
+import hashlib
+
 from .conftest import Served, write_spec
 from .test_api import made, run_until, waiting_approval
 
@@ -116,3 +118,30 @@ def test_an_approval_waits_in_the_inbox_of_its_own_tenant_only(served: Served) -
     waiting_approval(served, "globex")
     assert served.call("GET", "/v1/approvals", "acme", "viewer").json() == []
     assert len(served.call("GET", "/v1/approvals", "globex", "viewer").json()) == 1
+
+
+def test_an_agent_is_exported_as_signed_bytes_and_imported_again(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    run_until(served, agent_id, {"waiting"})
+    got = served.call("POST", f"/v1/agents/{agent_id}/export", "acme", "operator", json={})
+    assert got.status_code == 200 and got.headers["content-type"] == "application/octet-stream"
+    archive, key = got.content, got.headers["x-stead-public-key"]
+    assert hashlib.sha256(archive).hexdigest() == got.headers["x-stead-sha256"]
+    # someone else's key: refused, nothing made
+    other = "ed25519:" + "A" * 43 + "="
+    refused = served.call("POST", f"/v1/agents/import?trust_key={other}", "acme", "operator",
+                          content=archive)  # fmt: skip
+    assert 400 <= refused.status_code < 500, refused.text
+    assert len(served.call("GET", "/v1/agents", "acme", "viewer").json()) == 1
+    grants = served.call("POST", "/v1/agents/import?with_grants=true", "acme", "operator",
+                         content=archive)  # fmt: skip
+    assert grants.status_code == 409 and "admin" in grants.text
+    imported = served.call("POST", f"/v1/agents/import?trust_key={key}", "acme", "operator",
+                           content=archive)  # fmt: skip
+    assert imported.status_code == 201, imported.text
+    body = imported.json()
+    assert body["agent_id"] != agent_id and body["trusted"] is True and body["signed_by"] == key
+    broken = served.call("POST", "/v1/agents/import", "acme", "operator",
+                         content=archive[: len(archive) // 2])  # fmt: skip
+    assert broken.status_code in (400, 422), broken.text
+    assert len(served.call("GET", "/v1/agents", "acme", "viewer").json()) == 2

@@ -1,14 +1,19 @@
 """Endpoints for an agent's life beyond its steps: hibernation and snapshots, forks,
 the completion certificate, the monitors run again, provenance, quarantine and
-rollback. (Archives, ``stead export`` and ``stead import``, move files between
-stores and stay with the command line.)"""
+rollback, and archives (an agent exported as signed bytes, or imported from them:
+hostile input, checked by :mod:`stead.snapshots.lineage` like a file would be)."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from starlette.responses import Response
+
+from ..errors import GovernanceError, UsageError
 from ..integrity.certificates import journaled_certificate
+from ..snapshots.trust import TrustedKeys
 from .app import Call, Endpoint
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
@@ -136,4 +141,54 @@ ENDPOINTS = [
                      "needs_person": {"type": "array"}, "restored_paths": {"type": "array"}}),
              body=strict({"to_version": _SEQ, "downstream_of": _SEQ},
                          one_of=[["to_version"], ["downstream_of"]]), tag="integrity"),
+]  # fmt: skip
+
+
+def export(call: Call) -> Any:
+    """The agent's signed archive, as bytes; with ``move`` the source is retired."""
+    with tempfile.TemporaryDirectory(prefix="stead-export-") as folder:
+        done = call.rt.export(call.params["agent_id"], Path(folder) / "agent.stead",
+                              move=bool(call.body.get("move")))  # fmt: skip
+        data = Path(done["path"]).read_bytes()
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"x-stead-archive-id": str(done["archive_id"]),
+                 "x-stead-sha256": str(done["sha256"]),
+                 "x-stead-public-key": str(done["public_key"]),
+                 "content-disposition": f'attachment; filename="{call.params["agent_id"]}.stead"'},
+    )  # fmt: skip
+
+
+def import_archive(call: Call) -> Any:
+    """A new agent from an archive in the body. ``?trust_key=KEY`` accepts only an
+    archive signed by that exporter key; ``?with_grants=true`` keeps the archive's
+    grants, which only an admin may ask for, since it gives the agent authority."""
+    with_grants = call.query.get("with_grants", "false") == "true"
+    if with_grants and call.token.role != "admin":
+        raise GovernanceError("importing an agent with its grants needs an admin token")
+    key = call.query.get("trust_key")
+    trusted = TrustedKeys.configured([key] if key else [], None)
+    with tempfile.TemporaryDirectory(prefix="stead-import-") as folder:
+        path = Path(folder) / "agent.stead"
+        path.write_bytes(call.body)
+        state = call.rt.import_archive(path, with_grants=with_grants, trusted=trusted)
+    origin = state.origin or {}
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version,
+            "signed_by": origin.get("signed_by"), "trusted": trusted is not None}  # fmt: skip
+
+
+ENDPOINTS += [
+    Endpoint("POST", "/v1/agents/{agent_id}/export", "operate",
+             "Export an agent's signed archive (with move, retire the source)", export,
+             {"type": "string", "format": "binary"},
+             body=strict({"move": {"type": "boolean"}}), media="application/octet-stream",
+             tag="lifecycle"),
+    Endpoint("POST", "/v1/agents/import", "operate", "Import an agent from an archive",
+             import_archive,
+             answer({"agent_id": ID, "status": TEXT, "version": {"type": "integer"},
+                     "signed_by": {"type": ["string", "null"]}, "trusted": {"type": "boolean"}}),
+             body={"type": "string", "format": "binary"}, raw=True, status=201,
+             query={"trust_key": {"type": "string"}, "with_grants": {"enum": ["true", "false"]}},
+             tag="lifecycle"),
 ]  # fmt: skip

@@ -45,7 +45,9 @@ from . import auth
 from .errors import from_error, problem
 
 MAX_BODY = 1 << 20
-"""Bytes a request body may have: a spec, a message, a grant."""
+"""Bytes a JSON body may have: a spec, a message, a grant."""
+MAX_RAW_BODY = 256 << 20
+"""Bytes a raw body may have: an agent's archive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,8 @@ class Endpoint:
     query: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tag: str = "agents"
     media: str = "application/json"
+    raw: bool = False
+    """The body is bytes (an archive), not JSON; ``body`` then describes its media."""
 
 
 class SessionFinder(Protocol):
@@ -195,7 +199,14 @@ def _handler(server: Server, endpoint: Endpoint) -> Callable[[Request], Any]:
                 f"{endpoint.summary[1:]}; it needs the role {auth.ACTIONS[endpoint.action]}",
             )
         body: Any = None
-        if endpoint.body is not None:
+        if endpoint.raw:
+            body = bytearray()
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_RAW_BODY:
+                    return problem("bad_request", f"the body is over {MAX_RAW_BODY} bytes")
+            body = bytes(body)
+        elif endpoint.body is not None:
             raw = await request.body()
             if len(raw) > MAX_BODY:
                 return problem("bad_request", f"the body is over {MAX_BODY} bytes")

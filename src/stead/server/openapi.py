@@ -56,7 +56,12 @@ def _operation(e: Endpoint) -> dict[str, Any]:
             },
         },
     }
-    if e.body is not None:
+    if e.raw:
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": dict(e.body or {})}},
+        }
+    elif e.body is not None:
         op["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": dict(e.body)}},
