@@ -75,7 +75,9 @@ def worker(
         for _ in range(agents):
             rt.create(spec)
         t1 = time.perf_counter()
-        report = Worker(rt, concurrency=concurrency, max_steps=steps).run_until_idle(max_passes=1)
+        # a claiming store (PostgreSQL) hands a pass as many agents as run at once
+        passes = 1 if url is None else 1_000
+        report = Worker(rt, concurrency=concurrency, max_steps=steps).run_until_idle(passes)
         wall = time.perf_counter() - t0
         run_s = time.perf_counter() - t1
     finally:

@@ -182,18 +182,20 @@ def _run(
         if n != "stead"
     ]
     errors: list[dict[str, str]] = []
-    broken: set[str] = set()
+    broken: set[tuple[str, str]] = set()
 
     def attempt(system: System, what: str, fn: Callable[[], Any]) -> Any:
-        """A failure on PostgreSQL is recorded, and that system skipped after; never a crash."""
-        if system.name in broken:
+        """A failure on PostgreSQL is recorded, never a crash; that system skips the rest
+        of that workload (of every workload if it failed to start at all)."""
+        workload = what.split()[0]
+        if (system.name, workload) in broken or (system.name, "info") in broken:
             return None
         try:
             return fn()
         except Exception as e:  # any system's failure, stead's too
             say(f"error (PostgreSQL, {system.label} {what}): {e}")
             errors.append({"system": system.name, "workload": what, "error": str(e)})
-            broken.add(system.name)
+            broken.add((system.name, workload))
             return None
 
     infos: dict[str, Any] = {}
