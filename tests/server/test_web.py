@@ -28,7 +28,7 @@ def logged_in(served: Served, tenant: str = "acme", role: str = "approver") -> s
 def test_the_pages_need_a_login_and_a_bad_token_is_logged(served: Served) -> None:
     for path in ("/", "/approvals", "/agents/ag_x"):
         got = served.client.get(path, follow_redirects=False)
-        assert got.status_code == 303 and got.headers["location"] == "/login"
+        assert got.status_code == 303 and got.headers["location"] == f"/login?next={path}"
     bad = served.client.post("/login", data={"token": "stead.tok_nope.x"})
     assert bad.status_code == 401 and "not valid" in bad.text
     assert served.server.tokens.operator_log()[-1].data["path"] == "/login"
@@ -90,7 +90,7 @@ def test_another_tenant_s_agent_is_not_found_and_revoking_ends_the_session(
     [token] = [t for t in served.server.tokens.list_tokens("globex") if t.role == "admin"]
     served.server.tokens.revoke_token(token.token_id, served.server.clock.now())
     gone = served.client.get("/", follow_redirects=False)
-    assert gone.status_code == 303 and gone.headers["location"] == "/login"
+    assert gone.status_code == 303 and gone.headers["location"] == "/login?next=/"
 
 
 def test_what_an_agent_wrote_is_shown_as_text_never_run(served: Served) -> None:
@@ -127,3 +127,20 @@ def test_pages_fit_a_phone_s_width(served: Served, path: str) -> None:
     page = served.client.get(path).text
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
     assert "@media (max-width: 640px)" in page
+
+
+def test_a_login_goes_on_to_the_page_asked_for_and_never_to_another_site(
+    served: Served,
+) -> None:
+    agent_id = made(served, "waiter.yaml")
+    asked = served.client.get(f"/agents/{agent_id}", follow_redirects=False)
+    form = served.client.get(asked.headers["location"]).text
+    assert f'name="next" value="/agents/{agent_id}"' in form
+    token = served.tokens[("acme", "viewer")]
+    for where, lands in [(f"/agents/{agent_id}", f"/agents/{agent_id}"),
+                         ("//evil.example/x", "/"), ("https://evil.example/", "/"),
+                         ("/\\evil.example", "/"), ("", "/")]:  # fmt: skip
+        served.client.cookies.clear()
+        got = served.client.post("/login", data={"token": token, "next": where},
+                                 follow_redirects=False)  # fmt: skip
+        assert got.status_code == 303 and got.headers["location"] == lands, where

@@ -23,6 +23,8 @@ from ..errors import DemoError
 from ..ids import new_id
 from ..journal import Kind, verify_chain
 from ..runtime.runtime import Runtime
+from ..server.auth import mint
+from ..store.tokens import TokenRows
 from .tools import CHANGELOG_ENV, SLOW_ENV
 
 HERE = Path(__file__).parent
@@ -143,6 +145,15 @@ def run_demo(folder: Path, console: Console) -> int:
     verdict = "[green]verified[/]" if chain.ok else f"[red]BROKEN at event {chain.bad_seq}[/]"
     console.print(f"  audit chain: {verdict}, {chain.events} events, head {chain.head_hash[:16]}…")
     console.print(f"\nExplore it: stead trace {agent_id} --store {url} --data-dir {folder}")
+    # a viewer's token for this demo's store only, so the page can be opened at once
+    assert isinstance(rt.store, TokenRows)  # the demo's own SQLite store
+    token, _ = mint(rt.store, state.tenant, "viewer", "demo viewer", SystemClock())
+    console.print(
+        f"Watch it in the web page: stead serve --store {url} --data-dir {folder}\n"
+        f"  then open http://127.0.0.1:8750/agents/{agent_id} and log in with the token\n"
+        f"  {token}",
+        markup=False,
+    )
     rt.close()
     ok = state.status == "completed" and chain.ok and not repeated and _lines(changelog) == 1
     return 0 if ok else 1

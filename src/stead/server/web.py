@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
@@ -90,6 +91,14 @@ class Sessions:
         return found, token
 
 
+def _local(path: str | None) -> str:
+    """``path`` if it is a page of this server, else ``/``: a login never sends a
+    person on to another site (``//host``, ``https:…``, a backslash)."""
+    if not path or not path.startswith("/") or path.startswith("//") or "\\" in path:
+        return "/"
+    return path
+
+
 def _page(name: str, code: int = 200, **values: Any) -> HTMLResponse:
     return HTMLResponse(_TEMPLATES.get_template(name).render(**values), status_code=code)
 
@@ -99,7 +108,7 @@ def routes(server: Server) -> list[Route]:
     server.sessions = sessions
 
     async def login_form(request: Request) -> Response:
-        return _page("login.html", error=None)
+        return _page("login.html", error=None, next=_local(request.query_params.get("next")))
 
     async def login(request: Request) -> Response:
         address = request.client.host if request.client is not None else "unknown"
@@ -116,7 +125,7 @@ def routes(server: Server) -> list[Route]:
                  "path": "/login"}, server.clock.now(),
             )  # fmt: skip
             return _page("login.html", 401, error="That token is not valid.")
-        answer = RedirectResponse("/", status_code=303)
+        answer = RedirectResponse(_local(str(form.get("next", ""))), status_code=303)
         answer.set_cookie(COOKIE, sessions.open(found), max_age=int(SESSION_SECONDS),
                           httponly=True, samesite="strict", secure=request.url.scheme == "https",
                           path="/")  # fmt: skip
@@ -128,7 +137,8 @@ def routes(server: Server) -> list[Route]:
         async def handle(request: Request) -> Response:
             found = sessions.find(request.cookies.get(COOKIE, ""))
             if found is None:
-                return RedirectResponse("/login", status_code=303)
+                back = request.url.path if request.method == "GET" else "/"
+                return RedirectResponse(f"/login?next={quote(back)}", status_code=303)
             session, token = found
             if post:
                 form = await request.form()
