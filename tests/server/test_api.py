@@ -50,7 +50,7 @@ def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[
     names: dict[str, str] = defaultdict(lambda: "x_missing")
     names |= {"agent_id": agent_id, "approval_id": approval_id, "name": "API_KEY", "seq": "1",
               "grant_id": sorted(state.grants)[0], "call_id": "call_x", "violation_id": "v_x",
-              "proposal_id": "prop_x", "snapshot_id": "snap_x"}  # fmt: skip
+              "proposal_id": "prop_x", "snapshot_id": "snap_x", "goal_id": "g_x"}  # fmt: skip
     bodies = {
         "/v1/agents": {"spec_file": "waiter.yaml"},
         "/v1/agents/{agent_id}/messages": {"text": "hello"},
@@ -65,6 +65,8 @@ def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[
         "/v1/agents/{agent_id}/violations/{violation_id}/clear": {"reason": "r"},
         "/v1/agents/{agent_id}/quarantine": {"seq": 1, "reason": "r"},
         "/v1/agents/{agent_id}/rollback": {"to_version": 1},
+        "/v1/agents/{agent_id}/model": {"model": "openai:gpt-test"},
+        "/v1/certificates/verify": {"certificate": {}},
     }
     out = []
     for e in endpoints():

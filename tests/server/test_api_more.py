@@ -145,3 +145,52 @@ def test_an_agent_is_exported_as_signed_bytes_and_imported_again(served: Served)
                          content=archive[: len(archive) // 2])  # fmt: skip
     assert broken.status_code in (400, 422), broken.text
     assert len(served.call("GET", "/v1/agents", "acme", "viewer").json()) == 2
+
+
+def test_model_goal_signoff_certificate_check_and_secret_names(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    run_until(served, agent_id, {"waiting"})
+    got = served.call("PUT", f"/v1/agents/{agent_id}/model", "acme", "operator",
+                      json={"model": "openai:gpt-test"})  # fmt: skip
+    assert got.status_code == 200, got.text
+    events = served.call("GET", f"/v1/agents/{agent_id}/events", "acme", "viewer").json()
+    [changed] = [e for e in events["events"] if e["kind"] == "model_changed"]
+    assert changed["data"]["model"] == "openai:gpt-test"
+    assert changed["data"]["by"].startswith("operator@acme")
+    for local in ("scripted:/etc/passwd", {"provider": "replay:x", "name": "y"}):
+        refused = served.call("PUT", f"/v1/agents/{agent_id}/model", "acme", "operator",
+                              json={"model": local})  # fmt: skip
+        assert refused.status_code == 400, refused.text
+    nogoal = served.call("POST", f"/v1/agents/{agent_id}/goals/g_none/signoff", "acme",
+                         "approver", json={})  # fmt: skip
+    assert nogoal.status_code == 400 and "no goal g_none" in nogoal.text
+
+    write_spec(served.specs, "done", [{"finish": "done"}])
+    finished = made(served, "done.yaml")
+    run_until(served, finished, {"completed"})
+    cert = served.call("GET", f"/v1/agents/{finished}/certificate", "acme", "viewer").json()
+    ok = served.call("POST", "/v1/certificates/verify", "acme", "viewer",
+                     json={"certificate": cert}).json()  # fmt: skip
+    assert ok == {"ok": True, "problems": []}
+    bumped = {**cert, "version": cert["version"] + 1}
+    forged = served.call("POST", "/v1/certificates/verify", "acme", "viewer",
+                         json={"certificate": bumped}).json()  # fmt: skip
+    assert forged["ok"] is False and forged["problems"]
+    elsewhere = served.call("POST", "/v1/certificates/verify", "globex", "viewer",
+                            json={"certificate": cert}).json()  # fmt: skip
+    assert elsewhere["ok"] is False
+
+    for name in ("API_KEY", "OTHER"):
+        served.call("PUT", f"/v1/secrets/{name}", "acme", "admin", json={"value": "v-" + name})
+    listed = served.call("GET", "/v1/secrets", "acme", "admin").json()
+    assert sorted(s["name"] for s in listed) == ["API_KEY", "OTHER"]
+    assert "v-API_KEY" not in served.call("GET", "/v1/secrets", "acme", "admin").text
+    assert served.call("GET", "/v1/secrets", "globex", "admin").json() == []
+    assert served.call("GET", "/v1/secrets", "acme", "approver").status_code == 403
+    assert served.call("DELETE", "/v1/secrets/OTHER", "acme", "admin").status_code == 204
+    assert served.call("DELETE", "/v1/secrets/OTHER", "acme", "admin").status_code == 404
+    own = served.call("DELETE", "/v1/secrets/stead.identity", "acme", "admin")
+    assert own.status_code == 400, own.text  # stead's own: not a name a person may use
+    assert [s["name"] for s in served.call("GET", "/v1/secrets", "acme", "admin").json()] == [
+        "API_KEY"
+    ]

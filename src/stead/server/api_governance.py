@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import NotFound
+from ..errors import NotFound, UsageError
 from ..governance.gate import LEVELS
 from ..governance.scope import scope_report
 from ..integrity.clearing import cleared
+from ..journal import Kind, NewEvent
 from ..runtime.runtime import RESOLUTIONS
+from ..sandbox.secrets import check_name
 from ..state import State
 from .app import Call, Endpoint
-from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, strict
+from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
 
 def _brief(state: State) -> dict[str, Any]:
@@ -84,6 +86,45 @@ def accept(call: Call) -> Any:
     return _brief(call.rt.accept(call.params["agent_id"], call.params["proposal_id"]))
 
 
+def set_model(call: Call) -> Any:
+    """Give the agent another provider's model; scripted and recorded models are read
+    from files of the server's host, so only a worker's operator sets those."""
+    model = call.body["model"]
+    ref = model if isinstance(model, str) else str(model.get("provider", ""))
+    if any(ref.startswith(p) for p in ("scripted:", "replay:", "program:")):
+        raise UsageError("a model set over HTTP is a provider's (provider:name, or a mapping)")
+    return _brief(call.rt.set_model(call.params["agent_id"], model, call.server.data_dir))
+
+
+def sign_off(call: Call) -> Any:
+    rt, p = call.rt, call.params
+
+    def build(state: State) -> list[NewEvent]:
+        if not any(g["id"] == p["goal_id"] for g in state.goals):
+            goals = ", ".join(g["id"] for g in state.goals) or "none"
+            raise UsageError(f"agent {p['agent_id']} has no goal {p['goal_id']}; goals: {goals}")
+        return [NewEvent(Kind.GOAL_SIGNED_OFF, {"id": p["goal_id"], "by": rt.person()})]
+
+    return _brief(rt.append_as_person(p["agent_id"], build))
+
+
+def secrets(call: Call) -> Any:
+    """The tenant's secrets by name; not stead's own (an agent's signing key is kept
+    sealed in the vault as ``stead.identity``, which no person writes or removes)."""
+    rows = call.rt.store.list_secrets(call.token.tenant)
+    return [{"name": n, "agent_id": a or None, "updated_at": t} for a, n, t in rows
+            if not n.startswith("stead.")]  # fmt: skip
+
+
+def delete_secret(call: Call) -> None:
+    agent_id = call.query.get("agent_id", "")
+    if agent_id:
+        call.rt.store.get_record(agent_id)  # NotFound for another tenant's
+    name = check_name(call.params["name"])
+    if not call.rt.store.delete_secret(call.token.tenant, agent_id, name):
+        raise NotFound(f"no secret {name} for {'agent ' + agent_id if agent_id else 'the tenant'}")
+
+
 _REASON = {"type": "string", "maxLength": 4096}
 BRIEF = NEW_AGENT
 ENDPOINTS = [
@@ -112,6 +153,18 @@ ENDPOINTS = [
              "Clear a violation that suspended an agent", clear, BRIEF,
              body=strict({"reason": {"type": "string", "minLength": 1, "maxLength": 4096}},
                          required=["reason"]), tag="governance"),
+    Endpoint("PUT", "/v1/agents/{agent_id}/model", "operate",
+             "Give an agent another provider's model from its next decision", set_model, BRIEF,
+             body=strict({"model": {"type": ["string", "object"]}}, required=["model"]),
+             tag="governance"),
+    Endpoint("POST", "/v1/agents/{agent_id}/goals/{goal_id}/signoff", "approve",
+             "Sign off a goal that needs a person", sign_off, BRIEF, body=OBJECT,
+             tag="governance"),
+    Endpoint("GET", "/v1/secrets", "govern", "List the tenant's secrets (names only)",
+             secrets, listing(answer({"name": TEXT, "agent_id": {"type": ["string", "null"]},
+                                      "updated_at": {"type": "number"}})), tag="secrets"),
+    Endpoint("DELETE", "/v1/secrets/{name}", "govern", "Remove a secret", delete_secret, {},
+             status=204, query={"agent_id": {"type": "string"}}, tag="secrets"),
     Endpoint("POST", "/v1/agents/{agent_id}/proposals/{proposal_id}/accept", "approve",
              "Run a proposed call now, under your authority", accept, BRIEF, body=OBJECT,
              tag="governance"),

@@ -12,7 +12,7 @@ from typing import Any
 from starlette.responses import Response
 
 from ..errors import GovernanceError, UsageError
-from ..integrity.certificates import journaled_certificate
+from ..integrity.certificates import journaled_certificate, verify_certificate
 from ..snapshots.trust import TrustedKeys
 from .app import Call, Endpoint
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
@@ -50,6 +50,11 @@ def fork(call: Call) -> Any:
 
 def certificate(call: Call) -> Any:
     return journaled_certificate(call.rt.store, call.params["agent_id"])
+
+
+def verify(call: Call) -> Any:
+    problems = verify_certificate(call.rt.store, call.body["certificate"])
+    return {"ok": not problems, "problems": problems}
 
 
 def check(call: Call) -> Any:
@@ -120,6 +125,10 @@ ENDPOINTS = [
              status=201, tag="lifecycle"),
     Endpoint("GET", "/v1/agents/{agent_id}/certificate", "read",
              "Show an agent's completion certificate", certificate, OBJECT, tag="integrity"),
+    Endpoint("POST", "/v1/certificates/verify", "read",
+             "Check a completion certificate against the store", verify,
+             answer({"ok": {"type": "boolean"}, "problems": listing(TEXT)}),
+             body=strict({"certificate": OBJECT}, required=["certificate"]), tag="integrity"),
     Endpoint("GET", "/v1/agents/{agent_id}/check", "read",
              "Run the monitors over the stored journal again", check,
              answer({"violations": {"type": "array"}, "journaled": {"type": "array"},
