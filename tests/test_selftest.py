@@ -45,6 +45,9 @@ def test_the_selftest_passes_on_this_machine(
     # the MCP server B's agent ran in its sandbox could not read the store or A's files
     mcp = [c for c in report["checks"] if c["check"].startswith("B's MCP server cannot read")]
     assert len(mcp) >= 3 and all(c["ok"] for c in mcp), mcp
+    # and over HTTP: B's token finds nothing of A at the API or the page
+    http = [c for c in report["checks"] if "API" in c["check"]]
+    assert len(http) == 6 and all(c["ok"] for c in http), http
 
 
 def test_a_shared_tmp_makes_it_fail_with_evidence(bwrap: BwrapSandbox, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from .canonical import dumps
+from .clock import SystemClock
 from .errors import NotFound
 from .runtime.context import render
 from .runtime.runtime import Runtime
@@ -216,4 +217,41 @@ def isolation_selftest(
         report.check(
             f"B's view of the store refuses {what}", refused, "" if refused else "it was returned"
         )
+    _over_http(report, store, data_dir, key, tenant_b, agent_a, canary)
     return report
+
+
+def _over_http(
+    report: SelftestReport, store: Store, data_dir: Path, key: bytes, tenant_b: str,
+    agent_a: str, canary: str,
+) -> None:  # fmt: skip
+    """Tenant B's admin token, at ``stead serve``'s API and page, asks for A's agent by
+    id and for everything it may list: nothing of A is found, no canary answered."""
+    from starlette.testclient import TestClient
+
+    from .server import Server, application
+    from .server.auth import mint
+    from .store.tokens import TokenRows
+
+    if not isinstance(store, TokenRows):
+        return
+    token, record = mint(store, tenant_b, "admin", "stead selftest", SystemClock())
+    try:
+        server = Server(store, data_dir, secret_key=key)
+        server.close = lambda: None  # type: ignore[method-assign]  # the store is the caller's
+        auth = {"authorization": f"Bearer {token}"}
+        with TestClient(application(server)) as http:
+            for what in ("", "/events", "/stream", "/scope", "/certificate"):
+                status = http.get(f"/v1/agents/{agent_a}{what}", headers=auth).status_code
+                report.check(f"the API answers B's token for A's agent{what} with not found",
+                             status == 404, "" if status == 404 else f"HTTP {status}")  # fmt: skip
+            said = [http.get(p, headers=auth).text
+                    for p in ("/v1/agents", "/v1/approvals", "/v1/secrets")]  # fmt: skip
+            http.post("/login", data={"token": token})
+            said += [http.get(p).text for p in ("/", "/approvals", f"/agents/{agent_a}")]
+            refusal = f"no agent with id {agent_a}"
+            found = [t[:240] for t in said if canary in t or agent_a in t.replace(refusal, "")]
+            report.check("no canary, and nothing of A, in the API's or the page's answers to B",
+                         not found, "; ".join(found))  # fmt: skip
+    finally:
+        store.revoke_token(record.token_id, SystemClock().now())
