@@ -22,9 +22,13 @@ _ERRORS = {
     "403": "the token's role does not allow this",
     "404": "no such agent, approval or route in the token's tenant",
     "409": "the agent's state does not allow it now",
+    "422": "a journal, archive or snapshot does not hold together (it was altered or is not one)",
     "429": "too many failed authentications from this address",
+    "502": "a model's provider failed to answer",
     "503": "the store cannot be used now",
 }
+"""Every status :mod:`stead.server.errors` answers with (but 405, for a method the
+document does not list), so that no error answer falls outside the document."""
 
 
 def _operation(e: Endpoint) -> dict[str, Any]:
