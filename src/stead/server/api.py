@@ -11,16 +11,19 @@ program of its choosing.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import SpecError, UsageError
+from ..errors import LeaseHeld, SpecError, UsageError
 from ..integrity.audit import audit
 from ..spec import AgentSpec, parse_spec
 from ..store.base import AgentSummary
 from ..yamlsafe import load_yaml, read_text
-from .app import Call, Endpoint
+from .app import Call, Endpoint, Server
 from .schemas import (
     AGENT,
     AGENT_STATE,
@@ -35,6 +38,35 @@ from .schemas import (
 )
 
 _PAGE = 500
+PATIENCE_SECONDS = 5.0
+"""How long a person's write waits for an agent's lease held by someone else."""
+_T = TypeVar("_T")
+
+
+def patiently(server: Server, key: str, write: Callable[[], _T]) -> _T:
+    """``write``, a person's short write to one agent, made in its turn among this
+    server's writes to ``key`` (see :func:`retrying`)."""
+    with server.turn(key):
+        return retrying(write)
+
+
+def retrying(work: Callable[[], _T]) -> _T:
+    """``work`` on one agent, tried again while the agent's lease is held by someone
+    else (another server, a command, a run's last step). ``LeaseHeld`` comes from
+    taking the lease, before anything is written, so a write tried again is never
+    made twice, and a run tried again resumes from its journal. A lease held longer
+    than the patience (a worker's long step) is still refused."""
+    deadline = time.monotonic() + PATIENCE_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            return work()
+        except LeaseHeld:
+            if time.monotonic() + pause > deadline:
+                raise
+        # jittered, so that those who met once do not meet again in step
+        time.sleep(pause * random.uniform(0.5, 1.5))
+        pause = min(pause * 2, 0.1)
 
 
 def _summary(a: AgentSummary) -> dict[str, Any]:
@@ -128,7 +160,8 @@ def events(call: Call) -> Any:
 
 
 def send(call: Call) -> Any:
-    state = call.rt.send(call.params["agent_id"], call.body["text"])
+    agent_id = call.params["agent_id"]
+    state = patiently(call.server, agent_id, lambda: call.rt.send(agent_id, call.body["text"]))
     return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
 
 
@@ -152,7 +185,9 @@ def run(call: Call) -> Any:
 
 def _run_quietly(rt: Any, agent_id: str) -> None:
     try:
-        rt.run(agent_id)
+        # the request was answered "running": a person's write holding the lease for
+        # a moment (the approval that let it go on) must not quietly stop it
+        retrying(lambda: rt.run(agent_id))
     except Exception:
         return
 
@@ -163,13 +198,16 @@ def approvals(call: Call) -> Any:
 
 def approve(call: Call) -> Any:
     seconds = float(call.body.get("valid_for_seconds", 900))
-    agent, _ = call.rt.approve(call.params["approval_id"], seconds)
+    approval_id = call.params["approval_id"]
+    agent, _ = patiently(call.server, approval_id, lambda: call.rt.approve(approval_id, seconds))
     return {"approval_id": call.params["approval_id"], "agent_id": agent,
             "valid_for_seconds": seconds, "by": call.rt.person()}  # fmt: skip
 
 
 def deny(call: Call) -> Any:
-    agent, _ = call.rt.deny(call.params["approval_id"], call.body["reason"])
+    approval_id = call.params["approval_id"]
+    reason = call.body["reason"]
+    agent, _ = patiently(call.server, approval_id, lambda: call.rt.deny(approval_id, reason))
     return {"approval_id": call.params["approval_id"], "agent_id": agent,
             "by": call.rt.person()}  # fmt: skip
 

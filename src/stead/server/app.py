@@ -23,6 +23,7 @@ import contextlib
 import copy
 import json
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,21 @@ class SessionFinder(Protocol):
     def find(self, sid: str) -> tuple[Any, TokenRecord] | None: ...
 
 
+class _Turn:
+    """A lock that a weak mapping can hold (a bare lock cannot be weakly referenced)."""
+
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
 class Server:
     """The store, the data folder and the pieces every request shares."""
 
@@ -116,6 +132,17 @@ class Server:
         self._runtimes: dict[str, Runtime] = {}
         self.running: dict[str, threading.Thread] = {}  # agents run at a request's ask
         self.sessions: SessionFinder | None = None  # the web page's, once it is served
+        self._turns: weakref.WeakValueDictionary[str, _Turn] = weakref.WeakValueDictionary()
+
+    def turn(self, key: str) -> _Turn:
+        """The queue of this server's requests that write to ``key`` (an agent, an
+        approval): they take turns here rather than meet at the agent's lease, where
+        all but one would be refused. Forgotten once no request holds it."""
+        with self._lock:
+            found = self._turns.get(key)
+            if found is None:
+                found = self._turns[key] = _Turn()
+            return found
 
     def runtime(self, token: TokenRecord) -> Runtime:
         """The token's tenant's runtime, as the token's holder."""
