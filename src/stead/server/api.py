@@ -11,6 +11,7 @@ program of its choosing.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -38,6 +39,7 @@ from .schemas import (
 )
 
 _PAGE = 500
+_log = logging.getLogger("stead.server")
 PATIENCE_SECONDS = 5.0
 """How long a person's write waits for an agent's lease held by someone else."""
 _T = TypeVar("_T")
@@ -48,6 +50,17 @@ def patiently(server: Server, key: str, write: Callable[[], _T]) -> _T:
     server's writes to ``key`` (see :func:`retrying`)."""
     with server.turn(key):
         return retrying(write)
+
+
+def one_agent(handler: Callable[[Call], _T]) -> Callable[[Call], _T]:
+    """``handler``, a person's write to the agent its path names, made
+    :func:`patiently`: in turn with this server's other writes to that agent, and
+    waiting out a lease held for a moment by someone else."""
+
+    def patient(call: Call) -> _T:
+        return patiently(call.server, call.params["agent_id"], lambda: handler(call))
+
+    return patient
 
 
 def retrying(work: Callable[[], _T]) -> _T:
@@ -188,8 +201,10 @@ def _run_quietly(rt: Any, agent_id: str) -> None:
         # the request was answered "running": a person's write holding the lease for
         # a moment (the approval that let it go on) must not quietly stop it
         retrying(lambda: rt.run(agent_id))
-    except Exception:
-        return
+    except Exception as exc:
+        # what the journal cannot hold (a lease held past the patience, a store gone)
+        # is told to the operator, on the server's log
+        _log.warning("agent %s, run at a request, stopped: %s", agent_id, exc)
 
 
 def approvals(call: Call) -> Any:
@@ -260,7 +275,7 @@ ENDPOINTS = [
     Endpoint("GET", "/v1/agents/{agent_id}/audit", "read", "Verify an agent's journal",
              audit_agent, AUDIT),
     Endpoint("POST", "/v1/agents/{agent_id}/grants", "govern", "Add a grant to an agent's scope",
-             grant, OBJECT, body=strict({"grant": OBJECT, "reason": {"type": "string"}},
+             one_agent(grant), OBJECT, body=strict({"grant": OBJECT, "reason": {"type": "string"}},
                                         required=["grant"]), status=201),
     Endpoint("GET", "/v1/approvals", "read", "List the approvals waiting for a person",
              approvals, listing(APPROVAL), tag="approvals"),

@@ -17,6 +17,7 @@ from ..journal import Kind, NewEvent
 from ..runtime.runtime import RESOLUTIONS
 from ..sandbox.secrets import check_name
 from ..state import State
+from .api import one_agent
 from .app import Call, Endpoint
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
@@ -133,10 +134,10 @@ ENDPOINTS = [
              answer({"agent_id": ID, "autonomy": TEXT, "grants": {"type": "array"},
                      "policy_version": {"type": "integer"}}), tag="governance"),
     Endpoint("DELETE", "/v1/agents/{agent_id}/grants/{grant_id}", "govern",
-             "Revoke a grant (and its delegations)", revoke, BRIEF,
+             "Revoke a grant (and its delegations)", one_agent(revoke), BRIEF,
              body=strict({"reason": _REASON}), tag="governance"),
     Endpoint("PUT", "/v1/agents/{agent_id}/autonomy", "govern",
-             "Set an agent's autonomy, or one tool's", autonomy, BRIEF,
+             "Set an agent's autonomy, or one tool's", one_agent(autonomy), BRIEF,
              body=strict({"level": {"enum": list(LEVELS)}, "tool": {"type": "string"},
                           "reason": _REASON}, required=["level"]), tag="governance"),
     Endpoint("GET", "/v1/policy", "read", "Show the tenant's Cedar policy", policy,
@@ -146,19 +147,20 @@ ENDPOINTS = [
              body=strict({"text": {"type": "string", "minLength": 1, "maxLength": 1 << 20}},
                          required=["text"]), tag="governance"),
     Endpoint("POST", "/v1/agents/{agent_id}/calls/{call_id}/resolve", "approve",
-             "Decide a call whose outcome is unknown", resolve, BRIEF,
+             "Decide a call whose outcome is unknown", one_agent(resolve), BRIEF,
              body=strict({"resolution": {"enum": list(RESOLUTIONS)}}, required=["resolution"]),
              tag="governance"),
     Endpoint("POST", "/v1/agents/{agent_id}/violations/{violation_id}/clear", "approve",
-             "Clear a violation that suspended an agent", clear, BRIEF,
+             "Clear a violation that suspended an agent", one_agent(clear), BRIEF,
              body=strict({"reason": {"type": "string", "minLength": 1, "maxLength": 4096}},
                          required=["reason"]), tag="governance"),
     Endpoint("PUT", "/v1/agents/{agent_id}/model", "operate",
-             "Give an agent another provider's model from its next decision", set_model, BRIEF,
+             "Give an agent another provider's model from its next decision",
+             one_agent(set_model), BRIEF,
              body=strict({"model": {"type": ["string", "object"]}}, required=["model"]),
              tag="governance"),
     Endpoint("POST", "/v1/agents/{agent_id}/goals/{goal_id}/signoff", "approve",
-             "Sign off a goal that needs a person", sign_off, BRIEF, body=OBJECT,
+             "Sign off a goal that needs a person", one_agent(sign_off), BRIEF, body=OBJECT,
              tag="governance"),
     Endpoint("GET", "/v1/secrets", "govern", "List the tenant's secrets (names only)",
              secrets, listing(answer({"name": TEXT, "agent_id": {"type": ["string", "null"]},
@@ -166,6 +168,6 @@ ENDPOINTS = [
     Endpoint("DELETE", "/v1/secrets/{name}", "govern", "Remove a secret", delete_secret, {},
              status=204, query={"agent_id": {"type": "string"}}, tag="secrets"),
     Endpoint("POST", "/v1/agents/{agent_id}/proposals/{proposal_id}/accept", "approve",
-             "Run a proposed call now, under your authority", accept, BRIEF, body=OBJECT,
+             "Run a proposed call now, under your authority", one_agent(accept), BRIEF, body=OBJECT,
              tag="governance"),
 ]  # fmt: skip

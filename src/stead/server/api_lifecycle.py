@@ -14,6 +14,7 @@ from starlette.responses import Response
 from ..errors import GovernanceError, UsageError
 from ..integrity.certificates import journaled_certificate, verify_certificate
 from ..snapshots.trust import TrustedKeys
+from .api import one_agent
 from .app import Call, Endpoint
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
@@ -110,9 +111,10 @@ def rollback(call: Call) -> Any:
 _SEQ = {"type": "integer", "minimum": 1}
 ENDPOINTS = [
     Endpoint("POST", "/v1/agents/{agent_id}/hibernate", "operate",
-             "Hibernate an agent into a snapshot", hibernate, SNAPSHOT, body=OBJECT,
+             "Hibernate an agent into a snapshot", one_agent(hibernate), SNAPSHOT, body=OBJECT,
              tag="lifecycle"),
-    Endpoint("POST", "/v1/agents/{agent_id}/wake", "operate", "Wake a hibernated agent", wake,
+    Endpoint("POST", "/v1/agents/{agent_id}/wake", "operate", "Wake a hibernated agent",
+             one_agent(wake),
              NEW_AGENT, body=OBJECT, tag="lifecycle"),
     Endpoint("GET", "/v1/agents/{agent_id}/snapshots", "read", "List an agent's snapshots",
              snapshots, listing(SNAPSHOT), tag="lifecycle"),
@@ -138,14 +140,14 @@ ENDPOINTS = [
     Endpoint("GET", "/v1/agents/{agent_id}/impact/{seq}", "read",
              "Everything downstream of a result", impact, listing(NODE), tag="integrity"),
     Endpoint("POST", "/v1/agents/{agent_id}/quarantine", "approve",
-             "Mark a result bad and flag what depends on it", quarantine,
+             "Mark a result bad and flag what depends on it", one_agent(quarantine),
              answer({"seq": {"type": "integer"}, "downstream": {"type": "array"},
                      "status": TEXT}),
              body=strict({"seq": _SEQ, "reason": {"type": "string", "minLength": 1,
                                                   "maxLength": 4096}},
                          required=["seq", "reason"]), tag="integrity"),
     Endpoint("POST", "/v1/agents/{agent_id}/rollback", "govern",
-             "Undo what came after a version, or what depended on a result", rollback,
+             "Undo what came after a version, or what depended on a result", one_agent(rollback),
              answer({"compensated": {"type": "array"}, "failed": {"type": "array"},
                      "needs_person": {"type": "array"}, "restored_paths": {"type": "array"}}),
              body=strict({"to_version": _SEQ, "downstream_of": _SEQ},

@@ -15,6 +15,7 @@ address like failed API calls (:class:`~stead.server.auth.Attempts`).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import secrets
 import threading
@@ -31,8 +32,12 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..clock import iso
-from ..errors import SteadError, UsageError
+from ..errors import NotFound, SteadError, UsageError
+from ..governance.scope import scope_report
+from ..integrity.certificates import journaled_certificate
+from ..integrity.clearing import cleared
 from ..journal import Kind
+from ..state import State
 from ..store.tokens import TokenRecord
 from . import auth
 from .app import Server
@@ -89,6 +94,14 @@ class Sessions:
             self.close(sid)
             return None
         return found, token
+
+
+def _state_or_none(rt: Any, agent_id: str) -> State | None:
+    try:
+        state: State = rt.store.load_state(agent_id)
+    except NotFound:
+        return None
+    return state
 
 
 def _local(path: str | None) -> str:
@@ -169,8 +182,42 @@ def routes(server: Server) -> list[Route]:
         state = rt.store.load_state(agent_id)
         events = [describe(e) for e in rt.store.read_events(agent_id)]
         mine = [a for owner, a in rt.pending_approvals(token.tenant) if owner == agent_id]
+        policy = rt.store.get_policy(state.tenant)
+        scope = scope_report(state, policy.version if policy else 0, rt.clock.now(),
+                             lambda other: _state_or_none(rt, other))  # fmt: skip
+        certificate = None
+        if state.status == "completed":
+            with contextlib.suppress(SteadError):
+                certificate = journaled_certificate(rt.store, agent_id)
         return _page("agent.html", token=token, session=session, record=record, state=state,
-                     events=events, approvals=mine, validity=VALIDITY, kinds=KINDS)  # fmt: skip
+                     events=events, approvals=mine, validity=VALIDITY, kinds=KINDS,
+                     scope=scope, snapshots=rt.store.list_snapshots(agent_id),
+                     certificate=certificate, can_answer=auth.allows(token.role, "approve"),
+                     now=rt.clock.now())  # fmt: skip
+
+    def event(request: Request, session: Session, token: TokenRecord) -> Response:
+        rt = server.runtime(token)
+        agent_id = request.path_params["agent_id"]
+        seq = int(request.path_params["seq"])
+        found = list(rt.store.read_events(agent_id, seq, seq))
+        if not found:
+            raise NotFound(f"agent {agent_id} has no event {seq}")
+        graph = rt.provenance(agent_id)
+        return _page("event.html", token=token, session=session, agent_id=agent_id,
+                     event=found[0], line=describe(found[0]),
+                     lineage=graph.lineage(seq), impact=graph.impact(seq))  # fmt: skip
+
+    def clear(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "approve"):
+            return _page("error.html", 403, message=f"A {token.role} cannot clear violations.",
+                         token=token, session=session)  # fmt: skip
+        rt = server.runtime(token)
+        agent_id, violation_id = request.path_params["agent_id"], request.path_params["vid"]
+        reason = str(request.state.form.get("reason", "")).strip()
+        if not reason:
+            raise UsageError("clearing a violation needs a reason")
+        rt.append_as_person(agent_id, lambda s: cleared(s, violation_id, rt.person(), reason))
+        return RedirectResponse(f"/agents/{agent_id}", status_code=303)
 
     def inbox(request: Request, session: Session, token: TokenRecord) -> Response:
         rt = server.runtime(token)
@@ -210,6 +257,10 @@ def routes(server: Server) -> list[Route]:
         Route("/login", login, methods=["POST"]),
         Route("/", page(agents), methods=["GET"]),
         Route("/agents/{agent_id}", page(agent), methods=["GET"]),
+        Route("/agents/{agent_id}/events/{seq:int}", page(event), methods=["GET"]),
+        Route(
+            "/agents/{agent_id}/violations/{vid}/clear", page(clear, post=True), methods=["POST"]
+        ),
         Route("/approvals", page(inbox), methods=["GET"]),
         Route("/approvals/{approval_id}/{verdict:str}", page(answer, post=True), methods=["POST"]),
         Route("/logout", page(logout, post=True), methods=["POST"]),
