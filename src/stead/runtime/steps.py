@@ -58,16 +58,21 @@ def answer_inline(machine: Machine[T]) -> T:
     try:
         ask = next(machine)
         while True:
-            try:
-                decision = ask.model.decide(ask.context)
-            except Exception as exc:  # raised where the machine asked
-                ask = machine.throw(exc)
-            else:
-                ask = machine.send(decision)
+            ask = answered(machine, ask)
     except StopIteration as done:
         return cast(T, done.value)
     finally:
         machine.close()  # interrupted: its own finally blocks give the lease back
+
+
+def answered(machine: Machine[T], ask: Ask) -> Ask:
+    """Ask ``ask``'s model in this thread and give the machine the answer (or the
+    model's error, raised where it asked); return its next question."""
+    try:
+        decision = ask.model.decide(ask.context)
+    except Exception as exc:
+        return machine.throw(exc)
+    return machine.send(decision)
 
 
 def run_steps(act: Activation, max_steps: int | None = None) -> int:

@@ -36,7 +36,7 @@ from ..errors import LeaseHeld, SteadError
 from ..runtime.activation import Outcome
 from ..runtime.heartbeat import Heartbeats
 from ..runtime.runtime import Runtime
-from ..runtime.steps import Ask, Machine
+from ..runtime.steps import Ask, Machine, answered
 from ..runtime.worker import Worker, WorkerReport
 from ..store.base import Lease
 from ..store.groupcommit import GroupCommitter
@@ -205,12 +205,7 @@ class _Flight:
         try:
             ask = step()
             while (adecide := getattr(ask.model, "adecide", None)) is None:
-                try:
-                    decision = ask.model.decide(ask.context)
-                except Exception as exc:  # raised where the machine asked
-                    ask = machine.throw(exc)
-                else:
-                    ask = machine.send(decision)
+                ask = answered(machine, ask)
         except StopIteration as done:
             self.ended.put((agent_id, done.value, None))
             return
