@@ -60,7 +60,13 @@ def test_a_killed_workers_agents_finish_on_the_others_exactly_once(tmp_path: Pat
             for _ in range(3)
         ]  # fmt: skip
         try:
-            time.sleep(1.0)  # all three are well into their agents' steps
+            # the first worker is well into an agent's steps (a loaded machine starts a
+            # worker slowly: wait for it rather than a fixed time)
+            deadline = time.monotonic() + 60
+            while not _holds(rt, agents, workers[0].pid):
+                assert time.monotonic() < deadline, "the first worker never took an agent"
+                time.sleep(0.05)
+            time.sleep(0.3)
             workers[0].send_signal(signal.SIGKILL)
             workers[0].communicate(timeout=30)
             deadline = time.monotonic() + 90
@@ -141,6 +147,15 @@ def _restart_postgres() -> None:
         missing(f"cannot restart PostgreSQL here: {done.stderr.strip()}", "restart its PostgreSQL")
 
 
+def _holds(rt: Runtime, agents: list[str], pid: int) -> bool:
+    """Whether the worker of process ``pid`` holds a live lease on one of ``agents``."""
+    for agent_id in agents:
+        lease = rt.store.get_lease(agent_id)
+        if lease is not None and f":{pid}:" in lease.owner and lease.expires_at > time.time():
+            return True
+    return False
+
+
 def _statuses(url: str, agents: list[str]) -> list[str]:
     """The agents' statuses, through a connection of its own (the server may be down)."""
     try:
@@ -176,7 +191,10 @@ def test_a_postgresql_restart_mid_run_loses_nothing_and_repeats_nothing(tmp_path
         for _ in range(2)
     ]  # fmt: skip
     try:
-        time.sleep(1.0)  # well into the agents' steps
+        deadline = time.monotonic() + 60
+        while "running" not in _statuses(url, agents):  # well into the agents' steps
+            assert time.monotonic() < deadline, "no worker started an agent"
+            time.sleep(0.05)
         _restart_postgres()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

@@ -8,21 +8,25 @@ moment each (a tool that naps and appends to a ledger outside the store).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
+from psycopg.conninfo import conninfo_to_dict
 
 from stead import Kind, Runtime, parse_spec
 from stead.integrity.audit import audit
 from stead.store.postgres import PostgresStore
-from tests.postgres import fresh_schema, url_for
+from tests.postgres import SERVER, fresh_schema, url_for
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 200
@@ -116,3 +120,66 @@ def test_sigterm_ends_the_step_gives_the_leases_back_and_the_next_worker_goes_on
         naps = Counter(ledger.read_text().split())
         assert naps == Counter({str(n): len(agents) for n in range(STEPS)})
         rt.close()
+
+
+def _relay(listener: socket.socket, target: tuple[str, int], opened: list[socket.socket]) -> None:
+    """Relay every connection ``listener`` accepts to ``target`` (until it is closed),
+    keeping the sockets it opens in ``opened`` for the test to close."""
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    while True:
+        try:
+            inside, _ = listener.accept()
+        except OSError:
+            return
+        outside = socket.create_connection(target)
+        opened += [inside, outside]
+        for a, b in ((inside, outside), (outside, inside)):
+            threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+
+def test_a_worker_started_before_its_store_is_up_waits_for_it(tmp_path: Path) -> None:
+    """``stead work --forever`` whose store cannot be reached yet (the database starts
+    after the workers) waits for it, then runs the agents made meanwhile."""
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump([{"finish": "done"}]), "utf-8")
+    spec = parse_spec({"name": "w", "model": "scripted:script.yaml"}, tmp_path)
+    server = conninfo_to_dict(SERVER)
+    target = (str(server.get("host") or "127.0.0.1"), int(server.get("port") or 5432))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free now; nothing listens there until the relay
+    with fresh_schema() as schema:
+        url = url_for(schema)
+        rt = Runtime(PostgresStore(url), tmp_path / "data")
+        made = rt.create(spec).agent_id
+        away = url.replace(f"{target[0]}:{target[1]}", f"127.0.0.1:{port}")
+        assert away != url
+        w = worker(away, tmp_path / "data", tmp_path / "ledger", "--poll", "0.5")
+        listener = None
+        opened: list[socket.socket] = []
+        try:
+            time.sleep(2.0)
+            assert w.poll() is None, w.communicate()[1]
+            assert rt.store.load_state(made).status == "created"
+            listener = socket.create_server(("127.0.0.1", port))
+            threading.Thread(target=_relay, args=(listener, target, opened), daemon=True).start()
+            deadline = time.monotonic() + 30
+            while rt.store.load_state(made).status != "completed":
+                assert time.monotonic() < deadline, "the worker never reached the store"
+                time.sleep(0.1)
+        finally:
+            w.send_signal(signal.SIGTERM)
+            _, said = w.communicate(timeout=30)
+            if listener is not None:
+                listener.close()
+            for sock in opened:
+                sock.close()
+            rt.close()
+        assert w.returncode == 0
+        assert b"cannot be used yet" in said

@@ -6,12 +6,13 @@ import argparse
 import signal
 import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from ..errors import StoreUnusable
+from ..runtime.runtime import Runtime
 from ..runtime.worker import Worker, WorkerReport
-from ..workers.parked import ParkedWorker
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -25,6 +26,9 @@ from .common import (
     tenant_of,
     wants_json,
 )
+
+if TYPE_CHECKING:
+    from ..workers.parked import ParkedWorker
 
 
 def register(
@@ -81,47 +85,60 @@ def register(
 
 
 def cmd_work(args: argparse.Namespace) -> int:
-    with runtime_for(args) as rt:
-        if args.lease_ttl is not None:
-            rt.lease_ttl = args.lease_ttl
-        hibernate_after = None if args.no_hibernate else args.hibernate_after
-        worker = (
-            Worker(rt, args.concurrency, tenant_of(args), hibernate_after=hibernate_after)
-            if args.in_flight is None
-            else ParkedWorker(
-                rt,
-                args.in_flight,
-                threads=args.concurrency,
-                tenant=tenant_of(args),
-                hibernate_after=hibernate_after,
-            )
-        )
-
-        def stop(signum: int, frame: FrameType | None) -> None:
-            err.print("stopping: no new agents will start; running ones end their step")
-            worker.stop()
-
-        previous = signal.signal(signal.SIGTERM, stop)
-        total = WorkerReport()
+    while True:
         try:
-            while True:
-                try:
-                    report = worker.run_until_idle()
-                    _merge(total, report)
-                    if not args.forever or worker.stopping:
-                        break
-                    worker.wait_for_work(args.poll)  # told of work at once where the store can
-                except StoreUnusable as exc:
-                    if not args.forever:
-                        raise
-                    # a restart or a cut link: what was committed stays, what was not is
-                    # redone by whoever holds the agent next; look again soon
-                    err.print(f"the store cannot be used now ({exc}); trying again", markup=False)
-                    time.sleep(min(args.poll, 1.0))
-        except KeyboardInterrupt:
-            worker.stop()
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+            with runtime_for(args) as rt:
+                return _work(args, rt)
+        except StoreUnusable as exc:
+            if not args.forever:
+                raise
+            # started while the store is down (a restart, a deploy before the database):
+            # a worker meant to run for good waits for it, as it does once running
+            err.print(f"the store cannot be used yet ({exc}); trying again", markup=False)
+            time.sleep(min(args.poll, 1.0))
+
+
+def _work(args: argparse.Namespace, rt: Runtime) -> int:
+    if args.lease_ttl is not None:
+        rt.lease_ttl = args.lease_ttl
+    hibernate_after = None if args.no_hibernate else args.hibernate_after
+    worker = (
+        Worker(rt, args.concurrency, tenant_of(args), hibernate_after=hibernate_after)
+        if args.in_flight is None
+        else _parked()(
+            rt,
+            args.in_flight,
+            threads=args.concurrency,
+            tenant=tenant_of(args),
+            hibernate_after=hibernate_after,
+        )
+    )
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        err.print("stopping: no new agents will start; running ones end their step")
+        worker.stop()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    total = WorkerReport()
+    try:
+        while True:
+            try:
+                report = worker.run_until_idle()
+                _merge(total, report)
+                if not args.forever or worker.stopping:
+                    break
+                worker.wait_for_work(args.poll)  # told of work at once where the store can
+            except StoreUnusable as exc:
+                if not args.forever:
+                    raise
+                # a restart or a cut link: what was committed stays, what was not is
+                # redone by whoever holds the agent next; look again soon
+                err.print(f"the store cannot be used now ({exc}); trying again", markup=False)
+                time.sleep(min(args.poll, 1.0))
+    except KeyboardInterrupt:
+        worker.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if wants_json(args):
         emit_json(
             {
@@ -150,6 +167,12 @@ def cmd_work(args: argparse.Namespace) -> int:
             f"{total.commits} commits"
         )
     return EXIT_FAILED if total.errors else EXIT_COMPLETED
+
+
+def _parked() -> type[ParkedWorker]:
+    from ..workers.parked import ParkedWorker  # only a worker asked for it imports aiohttp
+
+    return ParkedWorker
 
 
 def _merge(total: WorkerReport, report: WorkerReport) -> None:

@@ -27,9 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import httpx
 
 from ..errors import LeaseHeld, SteadError
@@ -40,6 +39,9 @@ from ..runtime.steps import Ask, Machine, answered
 from ..runtime.worker import Worker, WorkerReport
 from ..store.base import Lease
 from ..store.groupcommit import GroupCommitter
+
+if TYPE_CHECKING:
+    import aiohttp
 
 CLAIM_EVERY = 0.05
 """Seconds between looks for more work while agents are in flight and room is free."""
@@ -142,10 +144,13 @@ class ParkedWorker(Worker):
 
 
 async def model_session() -> aiohttp.ClientSession:
+    import aiohttp  # here, not at the top: every `stead` command would pay for it
+
     """The worker's one session for every agent's requests (made on its event loop).
     No cookies: a service could set one on an agent's answer that another agent's
     requests would then carry. Certificates are checked as the threaded worker's
     httpx does (its CA bundle), and proxies come from the environment likewise."""
+
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, ssl=httpx.create_ssl_context()),
         cookie_jar=aiohttp.DummyCookieJar(),
