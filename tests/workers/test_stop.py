@@ -43,6 +43,22 @@ def nap(n: int) -> str:
 """
 
 
+ONCE_TOOLS = """\
+import os, time
+import stead
+
+@stead.tool(effect="idempotent")
+def nap(n: int, ctx: stead.ToolContext) -> str:
+    path = os.environ["LEDGER"]
+    done = open(path).read().split() if os.path.exists(path) else []
+    if ctx.idempotency_key not in done:
+        with open(path, "a") as f:
+            f.write(ctx.idempotency_key + "\\n")
+    time.sleep(0.02)
+    return "rested"
+"""
+
+
 def worker(url: str, data: Path, ledger: Path, *flags: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
     env |= {"PYTHONPATH": str(REPO), "LEDGER": str(ledger), "STEAD_UNSANDBOXED": "1"}
@@ -183,3 +199,58 @@ def test_a_worker_started_before_its_store_is_up_waits_for_it(tmp_path: Path) ->
             rt.close()
         assert w.returncode == 0
         assert b"cannot be used yet" in said
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(("--concurrency", "4"), id="threaded"),
+        pytest.param(("--in-flight", "4", "--concurrency", "3"), id="parked"),
+    ],
+)
+def test_a_worker_started_again_on_the_host_of_a_killed_one_takes_its_agents_at_once(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    """SIGKILL a worker holding 30 s leases and start another on the same host: it sees
+    the holder's process is gone and takes the agents over before those leases lapse,
+    as it does on SQLite; each nap still happens once."""
+    (tmp_path / "naptools.py").write_text(ONCE_TOOLS, encoding="utf-8")
+    script = [{"tool": "nap", "args": {"n": n}} for n in range(40)] + [{"finish": "rested"}]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
+    spec = parse_spec({"name": "napper", "model": "scripted:script.yaml",
+                       "tools": ["naptools:nap"]}, tmp_path)  # fmt: skip
+    ledger, data = tmp_path / "ledger.txt", tmp_path / "data"
+    with fresh_schema() as schema:
+        url = url_for(schema)
+        store = PostgresStore(url)
+        rt = Runtime(store, data)
+        agents = [rt.create(spec).agent_id for _ in range(3)]
+        first = worker(url, data, ledger, "--lease-ttl", "30", *flags)
+        deadline = time.monotonic() + 60
+        while min(store.load_state(a).steps_completed for a in agents) < 3:
+            assert time.monotonic() < deadline, "the first worker never ran its agents"
+            time.sleep(0.05)
+        first.kill()
+        first.communicate(timeout=30)
+        held = {a: store.get_lease(a) for a in agents}
+        assert all(lease is not None and f":{first.pid}:" in lease.owner
+                   for lease in held.values()), held  # fmt: skip
+        second = worker(url, data, ledger, "--lease-ttl", "30", *flags)
+        try:
+            deadline = time.monotonic() + 60
+            while any(store.load_state(a).status != "completed" for a in agents):
+                if time.monotonic() > deadline:
+                    second.kill()
+                    pytest.fail(f"not completed: {second.communicate()[1]!r}")
+                time.sleep(0.1)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.communicate(timeout=30)
+        for agent_id, lease in held.items():
+            assert lease is not None
+            starts = [e for e in store.read_events(agent_id) if e.kind == Kind.ACTIVATION_STARTED]
+            assert len(starts) == 2 and starts[1].at < lease.expires_at, (starts, lease)
+            assert audit(store, agent_id).ok
+        naps = ledger.read_text().split()
+        assert len(naps) == len(set(naps)) == len(agents) * 40
+        rt.close()

@@ -15,6 +15,7 @@ a tool, and the commits are what grouping saves.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from ..snapshots.hibernation import hibernate_idle
 from ..store.base import Lease
 from ..store.groupcommit import GroupCommitter
 from .activation import Outcome
-from .leases import this_worker
+from .leases import holder_is_dead_here, this_worker
 from .runtime import Runtime
 
 
@@ -66,6 +67,7 @@ class Worker:
         self.on_outcome = on_outcome
         self.max_steps = max_steps  # per activation, so one agent cannot hog a slot
         self._stop = threading.Event()
+        self._adopted = False  # a dead process's leases on this host looked for yet
 
     def runnable(self) -> list[str]:
         return self.runtime.store.agents_to_run(self.runtime.clock.now(), self.tenant)
@@ -141,7 +143,30 @@ class Worker:
         rt = self.runtime
         owner = f"{this_worker()}:{time.monotonic_ns()}"
         most = self.concurrency if limit is None else limit
-        return rt.store.claim(owner, rt.lease_ttl, rt.clock.now(), most, self.tenant)
+        leases = rt.store.claim(owner, rt.lease_ttl, rt.clock.now(), most, self.tenant)
+        if leases is not None and not self._adopted:
+            self._adopted = True
+            leases += self._orphans(owner, most - len(leases))
+        return leases
+
+    def _orphans(self, owner: str, room: int) -> list[Lease]:
+        """Leases of agents a dead process on this host held, taken over now. A claiming
+        store hands out only lapsed leases, so a worker killed and started again on the
+        same host would wait out its own old leases; where the store does not claim,
+        :meth:`Activation.acquire` takes these over itself. Looked for at the first
+        claim only: it reads every runnable agent's lease."""
+        rt, found = self.runtime, list[Lease]()
+        for agent_id in self.runnable():
+            if len(found) >= room:
+                break
+            held, now = rt.store.get_lease(agent_id), rt.clock.now()
+            if held is None or not held.live(now) or not holder_is_dead_here(held.owner):
+                continue
+            with contextlib.suppress(LeaseHeld):  # another worker here was quicker
+                found.append(
+                    rt.store.acquire_lease(agent_id, owner, rt.lease_ttl, now, takeover=held.owner)
+                )
+        return found
 
     def _run_one(
         self, agent_id: str, committer: GroupCommitter, lease: Lease | None = None
