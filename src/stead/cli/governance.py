@@ -6,19 +6,15 @@ import argparse
 import json
 import math
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
-from ..errors import GovernanceError, NotFound, UsageError
+from ..errors import GovernanceError, UsageError
 from ..governance.gate import LEVELS
 from ..governance.grants import MAX_VALID_SECONDS, describe
-from ..governance.scope import scope_report
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
-from ..runtime.runtime import Runtime
-from ..state import State
 from ..yamlsafe import read_text
 from .common import EXIT_COMPLETED, emit_json, err, out, runtime_for, tenant_of, wants_json
 
@@ -199,25 +195,11 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     return EXIT_COMPLETED
 
 
-def _state_or_none(rt: Runtime) -> Callable[[str], State | None]:
-    def find(agent_id: str) -> State | None:
-        try:
-            return rt.store.load_state(agent_id)
-        except NotFound:
-            return None
-
-    return find
-
-
 def cmd_scope(args: argparse.Namespace) -> int:
     with runtime_for(args, reads_only=True) as rt:
+        report = rt.scope(args.agent_id)
         state = rt.store.load_state(args.agent_id)
-        now = rt.clock.now()
-        policy = rt.store.get_policy(state.tenant)
-        report = scope_report(state, policy.version if policy else 0, now, _state_or_none(rt))
-    live = {
-        gid: g["inactive"] for gid, g in zip(sorted(state.grants), report["grants"], strict=True)
-    }
+    live = {g["id"]: g["inactive"] for g in report["grants"]}
     if wants_json(args):
         emit_json(report)
         return EXIT_COMPLETED

@@ -16,6 +16,7 @@ from ..errors import GovernanceError, NotFound
 from ..governance.gate import LEVELS
 from ..governance.grants import check_valid_for, parse_grant
 from ..governance.policy import settable_policy
+from ..governance.scope import scope_report
 from ..ids import new_id
 from ..journal import Kind, NewEvent
 from ..state import State
@@ -49,6 +50,20 @@ class AuthorityActions:
 
     def _now(self) -> float:
         return self.clock.now()
+
+    def scope(self, agent_id: str) -> dict[str, Any]:
+        """What the agent may do now, and until when (:func:`~stead.governance.scope.
+        scope_report`): what ``stead scope``, the API and the page show."""
+        state = self.store.load_state(agent_id)
+        policy = self.store.get_policy(state.tenant)
+
+        def find(other: str) -> State | None:
+            try:
+                return self.store.load_state(other)
+            except NotFound:
+                return None
+
+        return scope_report(state, policy.version if policy else 0, self._now(), find)
 
     def grant(self, agent_id: str, grant: Mapping[str, Any], reason: str = "") -> dict[str, Any]:
         """Add a grant to the agent's scope; return it as recorded."""

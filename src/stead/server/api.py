@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, TypeVar
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..integrity.audit import audit
 from ..spec import AgentSpec, parse_spec
+from ..state import State
 from ..store.base import AgentSummary
 from ..yamlsafe import load_yaml, read_text
 from .app import Call, Endpoint, Server
@@ -80,6 +80,11 @@ def retrying(work: Callable[[], _T]) -> _T:
         # jittered, so that those who met once do not meet again in step
         time.sleep(pause * random.uniform(0.5, 1.5))
         pause = min(pause * 2, 0.1)
+
+
+def brief(state: State) -> dict[str, Any]:
+    """What a write to an agent answers: the agent, its status, its version."""
+    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
 
 
 def _summary(a: AgentSummary) -> dict[str, Any]:
@@ -142,7 +147,7 @@ def create_agent(call: Call) -> Any:
     spec = _spec_from(call)
     call.rt.check_loads(spec)
     state = call.rt.create(spec)
-    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+    return brief(state)
 
 
 def show_agent(call: Call) -> Any:
@@ -175,24 +180,15 @@ def events(call: Call) -> Any:
 def send(call: Call) -> Any:
     agent_id = call.params["agent_id"]
     state = patiently(call.server, agent_id, lambda: call.rt.send(agent_id, call.body["text"]))
-    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+    return brief(state)
 
 
 def run(call: Call) -> Any:
     """Run the agent on the server, in the background, until it stops."""
     agent_id = call.params["agent_id"]
     call.rt.store.get_record(agent_id)  # NotFound for another tenant's
-    server = call.server
     rt = call.rt
-    with server._lock:
-        busy = server.running.get(agent_id)
-        if busy is not None and busy.is_alive():
-            raise UsageError(f"agent {agent_id} is running on this server already")
-        thread = threading.Thread(
-            target=_run_quietly, args=(rt, agent_id), name=f"serve-{agent_id}", daemon=True
-        )
-        server.running[agent_id] = thread
-        thread.start()
+    call.server.in_background(agent_id, lambda: _run_quietly(rt, agent_id))
     return {"agent_id": agent_id, "running": True}
 
 

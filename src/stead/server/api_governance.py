@@ -11,38 +11,23 @@ from typing import Any
 
 from ..errors import NotFound, UsageError
 from ..governance.gate import LEVELS
-from ..governance.scope import scope_report
 from ..integrity.clearing import cleared
 from ..journal import Kind, NewEvent
 from ..runtime.runtime import RESOLUTIONS
 from ..sandbox.secrets import check_name
 from ..state import State
-from .api import one_agent
+from .api import brief, one_agent
 from .app import Call, Endpoint
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
 
-def _brief(state: State) -> dict[str, Any]:
-    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
-
-
 def scope(call: Call) -> Any:
-    rt = call.rt
-    state = rt.store.load_state(call.params["agent_id"])
-    policy = rt.store.get_policy(state.tenant)
-
-    def find(agent_id: str) -> State | None:
-        try:
-            return rt.store.load_state(agent_id)
-        except NotFound:
-            return None
-
-    return scope_report(state, policy.version if policy else 0, rt.clock.now(), find)
+    return call.rt.scope(call.params["agent_id"])
 
 
 def revoke(call: Call) -> Any:
     body = call.body or {}
-    return _brief(call.rt.revoke(call.params["agent_id"], call.params["grant_id"],
+    return brief(call.rt.revoke(call.params["agent_id"], call.params["grant_id"],
                                  body.get("reason", "")))  # fmt: skip
 
 
@@ -50,7 +35,7 @@ def autonomy(call: Call) -> Any:
     b = call.body
     state = call.rt.set_autonomy(call.params["agent_id"], b["level"], tool=b.get("tool"),
                                  reason=b.get("reason", ""))  # fmt: skip
-    return _brief(state)
+    return brief(state)
 
 
 def policy(call: Call) -> Any:
@@ -71,7 +56,7 @@ def set_policy(call: Call) -> Any:
 
 def resolve(call: Call) -> Any:
     p = call.params
-    return _brief(call.rt.resolve(p["agent_id"], p["call_id"], call.body["resolution"]))
+    return brief(call.rt.resolve(p["agent_id"], p["call_id"], call.body["resolution"]))
 
 
 def clear(call: Call) -> Any:
@@ -80,11 +65,11 @@ def clear(call: Call) -> Any:
         p["agent_id"],
         lambda s: cleared(s, p["violation_id"], rt.person(), call.body["reason"]),
     )
-    return _brief(state)
+    return brief(state)
 
 
 def accept(call: Call) -> Any:
-    return _brief(call.rt.accept(call.params["agent_id"], call.params["proposal_id"]))
+    return brief(call.rt.accept(call.params["agent_id"], call.params["proposal_id"]))
 
 
 def set_model(call: Call) -> Any:
@@ -94,7 +79,7 @@ def set_model(call: Call) -> Any:
     ref = model if isinstance(model, str) else str(model.get("provider", ""))
     if any(ref.startswith(p) for p in ("scripted:", "replay:", "program:")):
         raise UsageError("a model set over HTTP is a provider's (provider:name, or a mapping)")
-    return _brief(call.rt.set_model(call.params["agent_id"], model, call.server.data_dir))
+    return brief(call.rt.set_model(call.params["agent_id"], model, call.server.data_dir))
 
 
 def sign_off(call: Call) -> Any:
@@ -106,7 +91,7 @@ def sign_off(call: Call) -> Any:
             raise UsageError(f"agent {p['agent_id']} has no goal {p['goal_id']}; goals: {goals}")
         return [NewEvent(Kind.GOAL_SIGNED_OFF, {"id": p["goal_id"], "by": rt.person()})]
 
-    return _brief(rt.append_as_person(p["agent_id"], build))
+    return brief(rt.append_as_person(p["agent_id"], build))
 
 
 def secrets(call: Call) -> Any:

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from ..errors import GovernanceError, UsageError
 from ..integrity.certificates import journaled_certificate, verify_certificate
 from ..snapshots.trust import TrustedKeys
-from .api import one_agent
+from .api import brief, one_agent
 from .app import Call, Endpoint
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
@@ -30,7 +30,7 @@ def hibernate(call: Call) -> Any:
 
 def wake(call: Call) -> Any:
     state = call.rt.wake(call.params["agent_id"])
-    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+    return brief(state)
 
 
 def snapshots(call: Call) -> Any:
@@ -39,14 +39,14 @@ def snapshots(call: Call) -> Any:
 
 def restore(call: Call) -> Any:
     state = call.rt.restore(call.params["snapshot_id"])
-    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+    return brief(state)
 
 
 def fork(call: Call) -> Any:
     b = call.body
     state = call.rt.fork(call.params["agent_id"], at_version=b.get("at_version"),
                          with_grants=bool(b.get("with_grants")), name=b.get("name"))  # fmt: skip
-    return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
+    return brief(state)
 
 
 def certificate(call: Call) -> Any:

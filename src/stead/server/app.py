@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..clock import Clock, SystemClock
-from ..errors import SteadError
+from ..errors import SteadError, UsageError
 from ..runtime.runtime import Runtime
 from ..store.base import Store
 from ..store.scoped import TenantStore
@@ -133,6 +133,17 @@ class Server:
         self.running: dict[str, threading.Thread] = {}  # agents run at a request's ask
         self.sessions: SessionFinder | None = None  # the web page's, once it is served
         self._turns: weakref.WeakValueDictionary[str, _Turn] = weakref.WeakValueDictionary()
+
+    def in_background(self, agent_id: str, work: Callable[[], None]) -> None:
+        """Start ``work`` (running the agent) on a thread of its own; refused while a
+        run of that agent this server started is still going."""
+        with self._lock:
+            busy = self.running.get(agent_id)
+            if busy is not None and busy.is_alive():
+                raise UsageError(f"agent {agent_id} is running on this server already")
+            thread = threading.Thread(target=work, name=f"serve-{agent_id}", daemon=True)
+            self.running[agent_id] = thread
+            thread.start()
 
     def turn(self, key: str) -> _Turn:
         """The queue of this server's requests that write to ``key`` (an agent, an

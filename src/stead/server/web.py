@@ -33,11 +33,9 @@ from starlette.routing import Route
 
 from ..clock import iso
 from ..errors import NotFound, SteadError, UsageError
-from ..governance.scope import scope_report
 from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..journal import Kind
-from ..state import State
 from ..store.tokens import TokenRecord
 from . import auth
 from .app import Server
@@ -94,14 +92,6 @@ class Sessions:
             self.close(sid)
             return None
         return found, token
-
-
-def _state_or_none(rt: Any, agent_id: str) -> State | None:
-    try:
-        state: State = rt.store.load_state(agent_id)
-    except NotFound:
-        return None
-    return state
 
 
 def _local(path: str | None) -> str:
@@ -182,9 +172,7 @@ def routes(server: Server) -> list[Route]:
         state = rt.store.load_state(agent_id)
         events = [describe(e) for e in rt.store.read_events(agent_id)]
         mine = [a for owner, a in rt.pending_approvals(token.tenant) if owner == agent_id]
-        policy = rt.store.get_policy(state.tenant)
-        scope = scope_report(state, policy.version if policy else 0, rt.clock.now(),
-                             lambda other: _state_or_none(rt, other))  # fmt: skip
+        scope = rt.scope(agent_id)
         certificate = None
         if state.status == "completed":
             with contextlib.suppress(SteadError):
