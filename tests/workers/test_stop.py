@@ -17,7 +17,9 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -25,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from stead import Kind, Runtime, parse_spec
 from stead.integrity.audit import audit
+from stead.spec import AgentSpec
 from stead.store.postgres import PostgresStore
 from tests.postgres import SERVER, fresh_schema, url_for
 
@@ -67,25 +70,40 @@ def worker(url: str, data: Path, ledger: Path, *flags: str) -> subprocess.Popen[
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-@pytest.mark.parametrize(
-    "flags",
-    [
-        pytest.param(("--concurrency", "4"), id="threaded"),
-        # a scripted model answers in the thread: one thread for each agent here
-        pytest.param(("--in-flight", "4", "--concurrency", "3"), id="parked"),
-    ],
-)
+WORKERS = [
+    pytest.param(("--concurrency", "4"), id="threaded"),
+    # a scripted model answers in the thread: one thread for each agent here
+    pytest.param(("--in-flight", "4", "--concurrency", "3"), id="parked"),
+]
+
+
+def napper(tmp_path: Path, tools: str, steps: int, **spec: Any) -> AgentSpec:
+    """The spec of an agent that naps ``steps`` times (the ``nap`` tool of ``tools``)."""
+    (tmp_path / "naptools.py").write_text(tools, encoding="utf-8")
+    script = [{"tool": "nap", "args": {"n": n}} for n in range(steps)] + [{"finish": "rested"}]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
+    return parse_spec({"name": "napper", "model": "scripted:script.yaml",
+                       "tools": ["naptools:nap"], **spec}, tmp_path)  # fmt: skip
+
+
+def wait_for(
+    proc: subprocess.Popen[bytes], ready: Callable[[], bool], what: Callable[[], str]
+) -> None:
+    """Until ``ready()``; after 60 s (a loaded machine starts a worker slowly) kill the
+    worker and fail with ``what`` and what it said."""
+    deadline = time.monotonic() + 60
+    while not ready():
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{what()} after 60 s; {proc.communicate()[1]!r}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("flags", WORKERS)
 def test_sigterm_ends_the_step_gives_the_leases_back_and_the_next_worker_goes_on(
     tmp_path: Path, flags: tuple[str, ...]
 ) -> None:
-    (tmp_path / "naptools.py").write_text(TOOLS, encoding="utf-8")
-    script = [{"tool": "nap", "args": {"n": n}} for n in range(STEPS)] + [{"finish": "rested"}]
-    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
-    spec = parse_spec(
-        {"name": "napper", "model": "scripted:script.yaml", "tools": ["naptools:nap"],
-         "limits": {"max_steps": STEPS + 5}},
-        tmp_path,
-    )  # fmt: skip
+    spec = napper(tmp_path, TOOLS, STEPS, limits={"max_steps": STEPS + 5})
     ledger, data = tmp_path / "ledger.txt", tmp_path / "data"
     with fresh_schema() as schema:
         url = url_for(schema)
@@ -94,13 +112,11 @@ def test_sigterm_ends_the_step_gives_the_leases_back_and_the_next_worker_goes_on
         agents = [rt.create(spec).agent_id for _ in range(3)]
         first = worker(url, data, ledger, *flags)
         try:
-            deadline = time.monotonic() + 60  # a loaded machine starts a worker slowly
-            while min(store.load_state(a).steps_completed for a in agents) < 5:
-                if time.monotonic() > deadline:
-                    first.kill()
-                    steps = [store.load_state(a).steps_completed for a in agents]
-                    pytest.fail(f"steps {steps} after 60 s; {first.communicate()[1]!r}")
-                time.sleep(0.05)
+            wait_for(
+                first,
+                lambda: min(store.load_state(a).steps_completed for a in agents) >= 5,
+                lambda: f"steps {[store.load_state(a).steps_completed for a in agents]}",
+            )
             asked = time.monotonic()
             first.send_signal(signal.SIGTERM)
             _, said = first.communicate(timeout=30)
@@ -119,12 +135,11 @@ def test_sigterm_ends_the_step_gives_the_leases_back_and_the_next_worker_goes_on
         assert all(store.get_lease(a).owner == "" for a in agents)  # type: ignore[union-attr]
         second = worker(url, data, ledger, *flags)
         try:
-            deadline = time.monotonic() + 60
-            while any(store.load_state(a).status != "completed" for a in agents):
-                if time.monotonic() > deadline:
-                    second.kill()
-                    pytest.fail(f"not completed in 60 s: {second.communicate()[1]!r}")
-                time.sleep(0.1)
+            wait_for(
+                second,
+                lambda: all(store.load_state(a).status == "completed" for a in agents),
+                lambda: "not completed",
+            )
         finally:
             second.send_signal(signal.SIGTERM)
             second.communicate(timeout=30)
@@ -201,24 +216,14 @@ def test_a_worker_started_before_its_store_is_up_waits_for_it(tmp_path: Path) ->
         assert b"cannot be used yet" in said
 
 
-@pytest.mark.parametrize(
-    "flags",
-    [
-        pytest.param(("--concurrency", "4"), id="threaded"),
-        pytest.param(("--in-flight", "4", "--concurrency", "3"), id="parked"),
-    ],
-)
+@pytest.mark.parametrize("flags", WORKERS)
 def test_a_worker_started_again_on_the_host_of_a_killed_one_takes_its_agents_at_once(
     tmp_path: Path, flags: tuple[str, ...]
 ) -> None:
     """SIGKILL a worker holding 30 s leases and start another on the same host: it sees
     the holder's process is gone and takes the agents over before those leases lapse,
     as it does on SQLite; each nap still happens once."""
-    (tmp_path / "naptools.py").write_text(ONCE_TOOLS, encoding="utf-8")
-    script = [{"tool": "nap", "args": {"n": n}} for n in range(40)] + [{"finish": "rested"}]
-    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
-    spec = parse_spec({"name": "napper", "model": "scripted:script.yaml",
-                       "tools": ["naptools:nap"]}, tmp_path)  # fmt: skip
+    spec = napper(tmp_path, ONCE_TOOLS, 40)
     ledger, data = tmp_path / "ledger.txt", tmp_path / "data"
     with fresh_schema() as schema:
         url = url_for(schema)
@@ -226,10 +231,11 @@ def test_a_worker_started_again_on_the_host_of_a_killed_one_takes_its_agents_at_
         rt = Runtime(store, data)
         agents = [rt.create(spec).agent_id for _ in range(3)]
         first = worker(url, data, ledger, "--lease-ttl", "30", *flags)
-        deadline = time.monotonic() + 60
-        while min(store.load_state(a).steps_completed for a in agents) < 3:
-            assert time.monotonic() < deadline, "the first worker never ran its agents"
-            time.sleep(0.05)
+        wait_for(
+            first,
+            lambda: min(store.load_state(a).steps_completed for a in agents) >= 3,
+            lambda: "the first worker never ran its agents",
+        )
         first.kill()
         first.communicate(timeout=30)
         held = {a: store.get_lease(a) for a in agents}
@@ -237,12 +243,11 @@ def test_a_worker_started_again_on_the_host_of_a_killed_one_takes_its_agents_at_
                    for lease in held.values()), held  # fmt: skip
         second = worker(url, data, ledger, "--lease-ttl", "30", *flags)
         try:
-            deadline = time.monotonic() + 60
-            while any(store.load_state(a).status != "completed" for a in agents):
-                if time.monotonic() > deadline:
-                    second.kill()
-                    pytest.fail(f"not completed: {second.communicate()[1]!r}")
-                time.sleep(0.1)
+            wait_for(
+                second,
+                lambda: all(store.load_state(a).status == "completed" for a in agents),
+                lambda: "not completed",
+            )
         finally:
             second.send_signal(signal.SIGTERM)
             second.communicate(timeout=30)

@@ -113,13 +113,18 @@ class AuthorityActions:
 
         return self.append_as_person(agent_id, build)
 
-    def pending_approvals(self, tenant: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """(agent id, approval) for every approval a person has not answered yet."""
+    def pending_approvals(
+        self, tenant: str | None = None, agent_id: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """(agent id, approval) for every approval a person has not answered yet (of
+        ``agent_id`` only, if given)."""
         out = []
         for summary in self.store.list_agents(tenant):
             # a hibernated agent may sleep on an approval (answering it wakes the
             # agent), and a suspended one still has the approval it asked for
             if summary.status not in ("waiting", "hibernated", "needs_attention"):
+                continue
+            if agent_id is not None and summary.agent_id != agent_id:
                 continue
             state = self.store.load_state(summary.agent_id)
             waiting = {a["approval_id"]: a for a in state.approvals.values()
