@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,12 +28,12 @@ class SharedTmpSandbox(BwrapSandbox):
         workspace: Path,
         env: Mapping[str, str],
         network: bool,
-        *,
-        ro_paths: Sequence[str] = (),
+        **kw: Any,
     ) -> list[str]:
-        args = super().command(argv, workspace, env, network, ro_paths=ro_paths)
+        args = super().command(argv, workspace, env, network, **kw)
         i = args.index("--tmpfs")
-        return [*args[:i], "--bind", str(self.shared), "/tmp", *args[i + 2 :]]
+        assert args[i + 1] == "/tmp" and args[i - 2] == "--size"
+        return [*args[: i - 2], "--bind", str(self.shared), "/tmp", *args[i + 2 :]]
 
 
 def test_the_selftest_passes_on_this_machine(

@@ -75,11 +75,14 @@ def test_other_workspaces_the_store_and_root_are_invisible(
         "lib64",
         "libx32",
         "proc",
+        "run",  # holds only pid 1's execute-only shell (checked below)
         "sbin",
         "tmp",
         "usr",
         "workspace",
     }
+    code, out = sh(sandbox, workspace, "find /run")
+    assert out.split() == ["/run", "/run/stead", "/run/stead/sh"], out
 
 
 def test_tmp_and_shm_are_fresh_every_run(sandbox: BwrapSandbox, workspace: Path) -> None:

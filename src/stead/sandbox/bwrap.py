@@ -6,7 +6,11 @@ host's ``/usr`` and the few system folders programs need, fresh ``/tmp``,
 ``/dev`` (with its own ``/dev/shm``) and ``/proc``, and the agent's workspace
 at ``/workspace`` as the only writable place. Nothing else of the host is
 visible: not ``/root``, ``/home``, the store, the blob store or other
-workspaces. ``--die-with-parent`` ties the sandbox to its worker.
+workspaces. ``--die-with-parent`` ties the sandbox to its worker. No
+capabilities inside; pid 1 is an execute-only shell that no command can
+trace or read (:mod:`stead.sandbox.sealed`), and every process runs under a
+seccomp filter (:mod:`stead.sandbox.seccomp`). ``/tmp`` and ``/dev/shm`` are
+sized (:data:`TMPFS_BYTES`); the rest of ``/dev`` is read-only.
 
 Limits: wall time (the process group is killed), CPU seconds and address
 space (``ulimit`` in the launcher shell, inherited by everything inside), and
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shlex
 import shutil
 import subprocess
@@ -33,7 +38,10 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import UsageError
+from . import seccomp
 from .base import WORKSPACE_INSIDE, Isolation, Limits, RunResult, Spawned, communicate
+from .sealed import INSIDE as SEALED_INSIDE
+from .sealed import sealed_shell
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = (
@@ -52,6 +60,26 @@ _PIDS_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
 _OWN_MOUNTS = ("/proc", "/dev", "/tmp", WORKSPACE_INSIDE)
 # host folders no sandbox is shown, whatever a read-only path's link leads to
 _HOST_ONLY = ("/proc", "/dev", "/sys")
+
+TMPFS_BYTES = 256 * 2**20
+"""The size of each of the sandbox's ``/tmp`` and ``/dev/shm``: they are the
+host's memory, which neither the file-size limit nor the address-space limit
+counts, so without a size one command could fill the host's RAM with them."""
+
+
+def _init_script(env: Mapping[str, str]) -> str:
+    """What pid 1 runs for a one-shot run or a spawned process: its
+    arguments as one child, with its stdin, and the child's status as its own.
+
+    The shell sets ``PWD`` (which would name no host folder, but is not the
+    caller's) unless the caller set it: the child gets exactly ``env``."""
+    keep = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PWD", "OLDPWD") if k in env)
+    line = "unset PWD OLDPWD; "
+    if keep:
+        line += f"export {keep}; "
+    # a shell gives a command it starts in the background /dev/null for stdin
+    # before any redirection of its own, so stdin is handed over on fd 3
+    return line + 'exec 3<&0; "$@" 0<&3 3<&- & exec 3<&-; wait $!'
 
 
 def find_bwrap() -> str | None:
@@ -106,6 +134,16 @@ class BwrapSandbox:
         else:
             limits.append("processes (ulimit -u; not enforced for root)")
             notes.append("no writable pids cgroup: a fork bomb run as root is not bounded")
+        limits.append(f"/tmp and /dev/shm ({TMPFS_BYTES // 2**20} MiB each)")
+        if seccomp.program() is not None:
+            notes.append("seccomp: no ptrace, process_vm_*, pidfd_*, io_uring, keyring, bpf")
+        else:
+            notes.append(f"no seccomp filter for this architecture ({platform.machine()})")
+        if sealed_shell() is None:
+            notes.append(
+                "pid 1 is bubblewrap's init (no sealed shell could be made): a command "
+                "can reach it for as long as its run lasts"
+            )
         return Isolation(
             self.name,
             True,
@@ -122,23 +160,49 @@ class BwrapSandbox:
         network: bool,
         *,
         ro_paths: Sequence[str] = (),
+        seccomp_fd: int | None = None,
+        loop: str | None = None,
     ) -> list[str]:
         """The bubblewrap command line for one run (without limits).
 
         ``ro_paths`` are host folders shown read-only at the same place; they
         come after the fresh ``/tmp``, so one under ``/tmp`` shows through.
+        ``seccomp_fd`` is an open descriptor holding the filter of
+        :mod:`stead.sandbox.seccomp` (passed to bubblewrap by the caller).
+
+        The sandbox's pid 1 is the execute-only shell of
+        :mod:`stead.sandbox.sealed`, not bubblewrap's own init: an init lives
+        as long as its namespace and ignores its namespace's signals, so one
+        that a command could trace or read would let that command outlive
+        its run (and take whatever the init holds). The shell runs ``argv``
+        as its one child and waits for it, reaping whatever else ends up
+        beneath it; or, with ``loop``, runs that script instead (a session's
+        loop, then pid 1 itself). Where no sealed shell can be made, bubblewrap's
+        init stays and ``loop`` is refused.
         """
+        shell = sealed_shell()
+        if loop is not None and shell is None:
+            raise UsageError("a session's loop needs the sealed shell, which this machine lacks")
         args = [
             self.binary,
             "--die-with-parent",
             "--new-session",
             "--unshare-all",
+            # no capabilities inside: nothing a command does can mount, rename
+            # the host or reach the network in a way that outlives it, and pid
+            # 1's program stays unreadable (so non-dumpable) to everything
+            "--cap-drop",
+            "ALL",
             "--hostname",
             "stead",
             "--ro-bind",
             "/usr",
             "/usr",
         ]
+        if shell is not None:
+            args.append("--as-pid-1")
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         if network:
             args.append("--share-net")
         for d in _SYSTEM_DIRS:
@@ -148,16 +212,16 @@ class BwrapSandbox:
                 args += ["--ro-bind", d, d]
         for f in _ETC_FILES + (_NET_FILES if network else ()):
             args += ["--ro-bind-try", f, f]
-        args += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/tmp",
-        ]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        # /tmp and /dev/shm are host memory: sized, and /dev read-only around them
+        for tmp in ("/tmp", "/dev/shm"):
+            args += ["--size", str(TMPFS_BYTES), "--tmpfs", tmp]
+        args += ["--remount-ro", "/dev"]
         for path in _extra_binds(ro_paths):
             args += ["--ro-bind", path, path]
+        if shell is not None:
+            # bound while the sandbox's root can still take a mount point
+            args += ["--ro-bind", str(shell), SEALED_INSIDE]
         args += [
             "--bind",
             str(workspace.resolve()),
@@ -172,7 +236,11 @@ class BwrapSandbox:
         ]
         for key, value in sorted(env.items()):
             args += ["--setenv", key, value]
-        return [*args, "--", *argv]
+        if shell is None:
+            return [*args, "--", *argv]
+        if loop is not None:
+            return [*args, "--", SEALED_INSIDE, "-c", loop]
+        return [*args, "--", SEALED_INSIDE, "-c", _init_script(env), "stead-init", *argv]
 
     def run(
         self,
@@ -183,21 +251,30 @@ class BwrapSandbox:
         limits: Limits,
         network: bool = False,
     ) -> RunResult:
-        inner = self.command(argv, workspace, env, network)
-        cgroup = _make_pids_cgroup(limits.processes)
+        filter_fd = seccomp.filter_fd()
+        try:
+            inner = self.command(argv, workspace, env, network, seccomp_fd=filter_fd)
+            cgroup = _make_pids_cgroup(limits.processes)
+        except BaseException:
+            _close(filter_fd)
+            raise
         launcher = _launcher(inner, limits, cgroup, cpu=True)
         try:
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", launcher],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env={"PATH": "/usr/bin:/bin"},
-                # bubblewrap's own environment is readable inside (/proc/1/environ):
-                # the launcher shell would put the worker's folder there as PWD
-                cwd="/",
-            )
+            try:
+                proc = subprocess.Popen(
+                    ["/bin/sh", "-c", launcher],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    env={"PATH": "/usr/bin:/bin"},
+                    # the launcher shell would put the worker's folder in
+                    # bubblewrap's environment as PWD
+                    cwd="/",
+                    pass_fds=_fds(filter_fd),
+                )
+            finally:
+                _close(filter_fd)
             return communicate(proc, limits)
         finally:
             if cgroup is not None:
@@ -221,9 +298,13 @@ class BwrapSandbox:
         closed. ``--die-with-parent`` ties bubblewrap to the thread that calls
         this: when that thread ends, so does the process.
         """
-        inner = self.command(argv, workspace, env, network, ro_paths=ro_paths)
-        cgroup = _make_pids_cgroup(limits.processes)
+        filter_fd = seccomp.filter_fd()
+        cgroup = None
         try:
+            inner = self.command(
+                argv, workspace, env, network, ro_paths=ro_paths, seccomp_fd=filter_fd
+            )
+            cgroup = _make_pids_cgroup(limits.processes)
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", _launcher(inner, limits, cgroup, cpu=False)],
                 stdin=subprocess.PIPE,
@@ -232,14 +313,26 @@ class BwrapSandbox:
                 start_new_session=True,
                 env={"PATH": "/usr/bin:/bin"},
                 cwd="/",  # as in run(): no worker folder in bubblewrap's environment
+                pass_fds=_fds(filter_fd),
             )
         except BaseException:
             if cgroup is not None:
                 _remove_cgroup(cgroup)
             raise
+        finally:
+            _close(filter_fd)
         if cgroup is None:
             return Spawned(proc)
         return Spawned(proc, cleanup=lambda: _remove_cgroup(cgroup))
+
+
+def _fds(fd: int | None) -> tuple[int, ...]:
+    return () if fd is None else (fd,)
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
 
 def interpreter_paths() -> tuple[str, ...]:

@@ -1,6 +1,7 @@
-"""An execute-only copy of the system shell, for the loop of a sandbox session.
+"""An execute-only copy of the system shell: every sandbox's pid 1.
 
-A session's loop and the commands it runs share one user inside the sandbox.
+A sandbox's pid 1 (a session's loop, or the small init a one-shot run or a
+spawned server gets) and the commands it runs share one user inside it.
 The kernel lets a process of the same user read another's memory
 (``/proc/PID/mem``), list and take its file descriptors (``/proc/PID/fd``,
 ``pidfd_getfd``) and trace it, unless the other is *non-dumpable*; without
@@ -8,13 +9,17 @@ that, a command could take the loop's control socket and answer for it.
 
 A shell cannot make itself non-dumpable, but the kernel does it for any
 process that executes a program it cannot read (``prctl(2)``,
-``PR_SET_DUMPABLE``). So the loop runs from a copy of ``/bin/sh`` whose mode
-is ``0111`` (execute, no read), bound into the sandbox read-only: the
-sandbox's user, holding no capabilities, cannot read it, so the loop is
-non-dumpable and every one of those doors is shut to the commands it runs
-(each of which executes a readable program and so is dumpable, harmlessly).
-The session checks this at its start (:data:`PROBE`) and shares nothing if
-it does not hold.
+``PR_SET_DUMPABLE``). So pid 1 runs from a copy of ``/bin/sh`` whose mode
+is ``0111`` (execute, no read), bound into the sandbox read-only at
+:data:`INSIDE`: the sandbox's user, holding no capabilities, cannot read it,
+so pid 1 is non-dumpable and every one of those doors is shut to the
+commands beneath it (each of which executes a readable program and so is
+dumpable, harmlessly). It replaces bubblewrap's own init, which was
+dumpable, held the session's control socket, and as an init outlived every
+``kill -9 -1``: a command that traced it made it answer for the loop. The
+seccomp filter (:mod:`stead.sandbox.seccomp`) shuts the same doors a second
+time. A session checks at its start that no process in the sandbox can be
+read (:data:`PROBE`) and shares nothing if that does not hold.
 """
 
 from __future__ import annotations
@@ -31,11 +36,17 @@ INSIDE = "/run/stead/sh"
 copy runs in POSIX mode, as ``/bin/sh`` does (``ulimit -f`` in 512-byte
 blocks, say)."""
 
-PROBE = 'if /bin/cat "/proc/$$/environ" >/dev/null 2>&1; then echo exposed >&0; exit 1; fi'
-"""The loop's first line: a child (``/bin/cat``, a readable program) reads the
-loop's ``/proc`` entry that needs the same access as its memory and
-descriptors; if it can, the loop is reachable and says so instead of
-``ready``."""
+PROBE = (
+    "for p in /proc/[0-9]*; do "
+    'if /bin/cat "$p/environ" >/dev/null 2>&1; then echo exposed >&0; exit 1; fi; '
+    "done"
+)
+"""The loop's first line: for every process in the sandbox (the loop itself,
+and anything else a command could find there), a child (``/bin/cat``, a
+readable program, started after the list was taken) reads its ``/proc``
+entry that needs the same access as its memory and descriptors; if it can
+read any, a command could reach that process, and the loop says so instead
+of ``ready``."""
 
 
 @cache

@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar, cast
 
+from . import seccomp
 from . import select as choice
 from .base import Isolation, Limits, RunResult, Sandbox, Spawned, Unsandboxed
 from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup, file_blocks
-from .sealed import INSIDE as SEALED_SHELL
 from .sealed import PROBE, sealed_shell
 from .select import OPT_IN, select
 
@@ -60,8 +60,9 @@ HELPER = (
     + r"""
 clean() {
   i=0
-  while set -- /proc/[0-9]*; [ $# -gt 2 ]; do
+  while set -- /proc/[0-9]*; [ $# -gt 1 ]; do
     kill -9 -1 2>/dev/null
+    ( : )
     i=$((i + 1))
     [ $i -lt 20000 ] || return 1
   done
@@ -94,24 +95,19 @@ while read -r n t v u f c; do
 done
 """
 )
-"""The loop inside the sandbox, run by the execute-only shell of
-:mod:`stead.sandbox.sealed` so that no command can read its memory or take
-its descriptors. fd 0 is a socket: requests in, ``ready`` and
+"""The loop inside the sandbox: the sandbox's pid 1, run by the execute-only
+shell of :mod:`stead.sandbox.sealed` so that no command can read its memory or
+take its descriptors, and (as an init) shielded by the kernel from every
+signal its commands send. fd 0 is a socket: requests in, ``ready`` and
 ``done``/``dirty`` lines out (``exposed`` instead of ``ready`` if a child
-could reach it); fds 1 and 2 are the commands' stdout and stderr. Processes
-other than bubblewrap's init and the loop itself are counted in ``/proc``;
-only when those two are left is the namespace clean."""
+could reach any process); fds 1 and 2 are the commands' stdout and stderr.
+Every process but the loop is killed after each command and reaped (the
+``( : )`` makes the shell wait, which reaps what was left to it as init);
+only when the loop alone is left in ``/proc`` is the namespace clean."""
 
-_HARDENING = ("--cap-drop", "ALL", "--tmpfs", "/dev/shm", "--remount-ro", "/dev")
-"""Added to a session's bubblewrap (not to one-shot runs, which keep nothing):
-no capabilities, so a command cannot mount, rename the host or change the
-network in a way that outlives it; and ``/dev`` read-only apart from its own
-``/dev/shm``, so that ``/tmp`` and ``/dev/shm`` are the only places besides
-the workspace that the loop must empty."""
-
-_INFRA_PROCESSES = 3
-"""bubblewrap outside, its init inside and the loop: the pids cgroup allows
-this many on top of the run's own ``processes``."""
+_INFRA_PROCESSES = 2
+"""bubblewrap outside and the loop inside: the pids cgroup allows this many
+on top of the run's own ``processes``."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_REQUEST = 16 * 1024
@@ -311,10 +307,8 @@ class SandboxSession:
         if self._live is not None and self._live.proc.poll() is not None:
             self.close()  # it died between runs: start again
         answer = None
-        shell = sealed_shell()
-        assert shell is not None  # else run() never shares
         try:
-            live = self._live = self._live or self._start(sandbox, shell, deadline, err)
+            live = self._live = self._live or self._start(sandbox, deadline, err)
             if live is not None:  # else the start itself ran out of time
                 nonce = secrets.token_hex(8)
                 live.sock.settimeout(max(deadline - time.monotonic(), 0.001))
@@ -367,27 +361,20 @@ class SandboxSession:
         for fd in (live.out, live.err):
             os.close(fd)
 
-    def _start(
-        self, sandbox: BwrapSandbox, shell: Path, deadline: float, err: _Capture
-    ) -> _Live | None:
+    def _start(self, sandbox: BwrapSandbox, deadline: float, err: _Capture) -> _Live | None:
         """Start bubblewrap with the loop; wait for its ``ready``.
 
         Raises :class:`_Exposed` if the loop's own check finds that a
         command could reach it.
         """
         assert self._root is not None
-        argv = [SEALED_SHELL, "-c", HELPER]
-        inner = sandbox.command(argv, self._root, {}, network=False)
-        cut = len(inner) - len(argv) - 1  # at the "--" before the command
-        # the shell is bound while the sandbox's root can still take a mount point
-        ro = inner.index("--remount-ro")
-        inner = [
-            *inner[:ro],
-            *("--ro-bind", str(shell), SEALED_SHELL),
-            *inner[ro:cut],
-            *_HARDENING,
-            *inner[cut:],
-        ]
+        filter_fd = seccomp.filter_fd()
+        try:
+            inner = sandbox.command([], self._root, {}, False, seccomp_fd=filter_fd, loop=HELPER)
+        except BaseException:
+            if filter_fd is not None:
+                os.close(filter_fd)
+            raise
         cgroup = _make_pids_cgroup(4_194_304)  # the real maximum is set per run
         prelude = f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))} && " if cgroup else ""
         ours, theirs = socket.socketpair()
@@ -401,9 +388,10 @@ class SandboxSession:
                 stderr=err_w,
                 start_new_session=True,
                 env={"PATH": "/usr/bin:/bin"},
-                # bubblewrap's own environment is readable inside (/proc/1/environ):
-                # the launcher shell would put the worker's folder there as PWD
+                # the launcher shell would put the worker's folder in
+                # bubblewrap's environment as PWD
                 cwd="/",
+                pass_fds=() if filter_fd is None else (filter_fd,),
             )
         except BaseException:
             ours.close()
@@ -416,6 +404,8 @@ class SandboxSession:
             theirs.close()
             os.close(out_w)
             os.close(err_w)
+            if filter_fd is not None:
+                os.close(filter_fd)
         selector = selectors.DefaultSelector()
         for fd in (ours.fileno(), out_r, err_r):
             os.set_blocking(fd, False)

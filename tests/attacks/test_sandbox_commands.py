@@ -1,0 +1,103 @@
+"""Boundary: commands in the sandbox (docs/security.md).
+
+A command is the model's to choose, so it is hostile. What must never
+happen: a command reaches a process it did not start (to trace it, read its
+memory, take its descriptors or signal it), outlives its run, or forges the
+result of a later run. These replay the takeover of bubblewrap's pid 1: a
+plain ``shell`` command traced the sandbox's init (which the loop's
+``kill -9 -1`` never kills), made it ``execve`` a program of its own, and
+that program stopped the loop and answered ``done NONCE 0`` for every later
+command, so ``exit 7`` was journaled as exit 0.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stead.sandbox.base import Limits
+from stead.sandbox.bwrap import BwrapSandbox
+from stead.sandbox.session import SandboxSession
+from tests.needs import missing
+
+REPLAY = Path(__file__).parent / "replays" / "pid1_takeover.py"
+ENV = {"PATH": "/usr/bin:/bin"}
+LIMITS = Limits(wall_seconds=20)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    if not Path("/usr/bin/python3").exists():
+        # the sandbox shows the host's /usr, so the attack needs the system python3
+        why = "the attack is a python3 script run inside the sandbox; no /usr/bin/python3"
+        missing(why, "replay the pid-1 takeover")
+    ws = tmp_path / f"ws-{uuid.uuid4().hex[:12]}"
+    ws.mkdir()
+    shutil.copy(REPLAY, ws / "takeover.py")
+    return ws
+
+
+@pytest.fixture
+def session(bwrap: BwrapSandbox, workspace: Path) -> Iterator[SandboxSession]:
+    s = SandboxSession(bwrap, workspace)
+    yield s
+    s.close()
+
+
+def _doors(runner: SandboxSession | BwrapSandbox, workspace: Path) -> dict[int, list[str]]:
+    r = runner.run(["/usr/bin/python3", "takeover.py", "probe"], workspace, env=ENV, limits=LIMITS)
+    assert r.exit_code == 0, r
+    found = {int(line.split()[0]): line.split()[1:] for line in r.stdout.splitlines()}
+    assert found, r  # it saw at least the process that runs it
+    return found
+
+
+def test_no_command_can_trace_read_or_take_from_another_process(
+    session: SandboxSession, bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    """Every process a command can see, pid 1 included, is shut to it."""
+    session.run(["/bin/true"], workspace, env=ENV, limits=LIMITS)  # the loop is up
+    for runner in (session, bwrap):
+        for pid, words in _doors(runner, workspace).items():
+            assert words == ["ptrace-denied", "vm-read-denied", "pidfd-denied", "mem-denied"], (
+                runner,
+                pid,
+                words,
+            )
+
+
+def test_a_command_cannot_make_pid_1_answer_for_the_loop(
+    session: SandboxSession, workspace: Path
+) -> None:
+    if platform.machine() != "x86_64":
+        missing("the injection is written for x86_64", "replay the pid-1 takeover")
+    assert session.run(["/bin/true"], workspace, env=ENV, limits=LIMITS).exit_code == 0
+    tried = session.run(
+        ["/usr/bin/python3", "takeover.py", "inject"], workspace, env=ENV, limits=LIMITS
+    )
+    assert "injected" not in tried.stdout, tried
+    time.sleep(1.5)  # what an injected pid 1 waits before it stops the loop
+    later = session.run(
+        ["/bin/sh", "-c", "echo real; exit 7"],
+        workspace,
+        env=ENV,
+        limits=Limits(wall_seconds=10),
+    )
+    assert (later.exit_code, later.stdout) == (7, "real\n"), later
+    assert "forged" not in later.stdout
+
+
+def test_the_start_probe_finds_any_reachable_process(bwrap: BwrapSandbox, workspace: Path) -> None:
+    """The loop's first line looks at every process a command could see, not
+    only the loop: with a readable process beside it, it says ``exposed``."""
+    from stead.sandbox.sealed import PROBE
+
+    script = "/bin/sleep 30 & exec 0>&1; " + PROBE + "; echo ready"
+    r = bwrap.run(["/bin/sh", "-c", script], workspace, env=ENV, limits=LIMITS)
+    assert r.stdout.split() == ["exposed"], r
