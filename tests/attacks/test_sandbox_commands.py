@@ -101,3 +101,54 @@ def test_the_start_probe_finds_any_reachable_process(bwrap: BwrapSandbox, worksp
     script = "/bin/sleep 30 & exec 0>&1; " + PROBE + "; echo ready"
     r = bwrap.run(["/bin/sh", "-c", script], workspace, env=ENV, limits=LIMITS)
     assert r.stdout.split() == ["exposed"], r
+
+
+def test_an_agent_cannot_forge_its_own_acceptance_check(
+    bwrap: BwrapSandbox, tmp_path: Path
+) -> None:
+    """The whole attack through an agent: its command tries the takeover, and
+    a goal whose check can never pass (``test -f /nonexistent``) stays open."""
+    import yaml
+
+    from stead.runtime.runtime import Runtime
+    from stead.spec import parse_spec
+    from stead.store.sqlite import SqliteStore
+
+    if platform.machine() != "x86_64" or not Path("/usr/bin/python3").exists():
+        missing("the injection is python3 code for x86_64", "replay the pid-1 takeover")
+    folder = tmp_path / "spec"
+    (folder / "project").mkdir(parents=True)
+    shutil.copy(REPLAY, folder / "project" / "takeover.py")
+    script = [
+        {"tool": "shell", "args": {"command": "/usr/bin/python3 takeover.py inject"}},
+        {"tool": "shell", "args": {"command": "sleep 2"}},
+        {"complete_goal": "never"},
+        {"finish": "done"},
+    ]
+    (folder / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
+    spec = parse_spec(
+        {
+            "name": "forger",
+            "model": "scripted:script.yaml",
+            "tools": ["shell"],
+            "workspace": "project",
+            "goals": [
+                {"id": "never", "description": "x", "accept": [{"command": "test -f /nonexistent"}]}
+            ],
+        },
+        folder,
+    )
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        rt = Runtime(store, tmp_path / "data", sandbox=bwrap)
+        agent = rt.create(spec).agent_id
+        state = rt.run(agent).state
+        kinds = [e.kind for e in store.read_events(agent)]
+        assert [g["status"] for g in state.goals] == ["open"], (state.goals, kinds)
+        assert state.status != "completed"
+        assert "goal_rejected" in kinds and "finish_rejected" in kinds, kinds
+        assert "goal_completed" not in kinds, kinds
+        outputs = [str(c) for c in state.recent_calls]
+        assert not any("'injected" in o for o in outputs), outputs
+    finally:
+        store.close()

