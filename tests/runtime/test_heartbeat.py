@@ -73,18 +73,26 @@ def test_shared_heartbeats_renew_every_lease_and_give_up_the_lost_ones() -> None
         )
     beats = Heartbeats(store, 30.0, clock)  # its own thread waits 10 s: rounds run here
     lost: list[str] = []
+    renewed: list[tuple[str, float]] = []  # what moves each sandbox's deadline on
     try:
         leases = {a: store.acquire_lease(a, "w1", 30.0, clock.now()) for a in ("ag_1", "ag_2")}
         for agent_id, lease in leases.items():
-            beats.add(lease, lambda a=agent_id: lost.append(a))
+            beats.add(
+                lease,
+                lambda a=agent_id: lost.append(a),
+                lambda new: renewed.append((new.agent_id, new.expires_at)),
+            )
         clock.advance(20)
         beats.renew()
         assert [store.get_lease(a).expires_at for a in leases] == [clock.now() + 30] * 2  # type: ignore[union-attr]
+        assert renewed == [("ag_1", clock.now() + 30), ("ag_2", clock.now() + 30)]
         # another worker takes ag_2 over: its renewal is refused, it is given up once
         store.acquire_lease("ag_2", "w2", 30.0, clock.now(), takeover="w1")
+        renewed.clear()
         beats.renew()
         beats.renew()
         assert lost == ["ag_2"]
+        assert [a for a, _ in renewed] == ["ag_1", "ag_1"]
         # a store that cannot be reached loses nothing while the lease may still be
         # this worker's, and gives it up once it has certainly lapsed
         store.down = True

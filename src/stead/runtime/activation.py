@@ -36,15 +36,16 @@ from typing import Any
 
 from .. import telemetry
 from ..clock import Clock
+from ..errors import ModelError
 from ..governance.grants import network_grant
-from ..governance.ledger import LEDGER_KINDS, verify_ledger
 from ..ids import seeded_rng
 from ..integrity.anchoring import Anchoring
 from ..integrity.completion import Certifier, Verifier
+from ..integrity.loading import spec_tools
 from ..integrity.provenance import FlowTracer, journaled_output
 from ..integrity.watch import Watch
 from ..journal import Event, NewEvent, seal
-from ..models.base import Model
+from ..models.base import Decision, Model, RenderedContext
 from ..ports import Messenger
 from ..redaction import Redactor
 from ..sandbox.base import Sandbox
@@ -68,6 +69,15 @@ MAX_BUFFERED = 256
 :data:`.steps.MAX_UNFLUSHED_SECONDS`)."""
 
 
+class NoModel:
+    """Stands in for a person's input, and for the spec's model until acquire builds it."""
+
+    name = "none"
+
+    def decide(self, context: RenderedContext) -> Decision:
+        raise ModelError("a person's input never asks a model")
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How an activation ended."""
@@ -85,8 +95,8 @@ class Activation:
         store: Store,
         record: AgentRecord,
         workspace: Workspace,
-        model: Model,
-        tools: Mapping[str, Tool],
+        model: Model | None,
+        tools: Mapping[str, Tool] | None,
         clock: Clock,
         owner: str | None = None,
         lease_ttl: float = LEASE_TTL,
@@ -102,10 +112,11 @@ class Activation:
         self.store = store
         self.record = record
         self.workspace = workspace
-        self.model = model
         # builds the model anew when a person swaps it mid-run (None: the caller's own)
         self.rebuild_model = rebuild_model
-        self.tools = dict(tools)
+        self.model = model if model is not None else NoModel()  # None: the spec's, see acquire
+        self._spec_tools = tools is None
+        self.tools = dict(tools or {})
         self.clock = clock
         self.owner = owner or f"{this_worker()}:{int(time.monotonic_ns())}"
         self.lease_ttl = lease_ttl
@@ -128,6 +139,7 @@ class Activation:
         self.sandbox = sandbox
         # this activation's commands share one sandbox, made at the first one
         self._session: SandboxSession | None = None
+        self._sandbox_deadline: float | None = None  # time.monotonic(): see lease_renewed
         self.vault = vault
         self.anchoring = Anchoring(vault)  # checked at acquire, signs every commit
         self.governor = Governor(self)
@@ -152,11 +164,14 @@ class Activation:
         self._renewed_at = now
         try:
             self.state = self.store.load_state(self.record.agent_id)
-            # the scope the agent acts under must be the one its journal gives
-            verify_ledger(
-                self.state, self.store.read_events_of_kinds(self.record.agent_id, LEDGER_KINDS)
-            )
-            self.anchoring.check(self.store, self.state)  # journal and row are what was committed
+            # its scope, journal, state row, spec and row are what was committed
+            self.anchoring.check(self.store, self.record, self.state, self.lease.epoch)
+            if self._spec_tools:  # only now, its spec checked, is any Python it names imported
+                self.tools = spec_tools(self.store, self.record)
+                self.renderer = Renderer(self.record.spec, self.tools)
+            if isinstance(self.model, NoModel) and self.rebuild_model is not None:
+                self.model = self.rebuild_model(self.state)  # the spec's model, checked too
+                self._seed_model()
             watch = Watch(self)
             watch.prime()
             self.watch = watch
@@ -165,11 +180,17 @@ class Activation:
         except BaseException:
             self.release()  # refused: the lease is given back, nothing keeps renewing it
             raise
+        self.lease_renewed(self.lease)
         if self._heartbeats is not None:
-            self._heartbeats.add(self.lease, self.lease_lost)
+            self._heartbeats.add(self.lease, self.lease_lost, self.lease_renewed)
         else:
             self._heartbeat = Heartbeat(
-                self.store, self.lease, self.lease_ttl, self.clock, on_lost=self.lease_lost
+                self.store,
+                self.lease,
+                self.lease_ttl,
+                self.clock,
+                on_lost=self.lease_lost,
+                on_renewed=self.lease_renewed,
             ).start()
         self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
@@ -182,6 +203,7 @@ class Activation:
         if self.lease is not None and now >= self.lease.expires_at - self.lease_ttl / 3:
             self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
             self._renewed_at = now
+            self.lease_renewed(self.lease)
 
     def stop_heartbeat(self) -> None:
         if self._heartbeats is not None:
@@ -235,8 +257,9 @@ class Activation:
         if now - self._renewed_at > self.lease_ttl / 3:
             self.lease = self.store.renew_lease(self.lease, self.lease_ttl, now)
             self._renewed_at = now
+            self.lease_renewed(self.lease)
         events, self.buffer = self.buffer, []
-        anchor = self.anchoring.anchor(self.state)
+        anchor = self.anchoring.anchor(self.state, self.lease.epoch)
         if self.committer is not None:
             self.committer.submit(
                 Batch(events, self.state, self.committed_version, self.lease.epoch, anchor)
@@ -260,6 +283,7 @@ class Activation:
     ) -> ToolContext:
         if self._session is None:  # its sandbox starts at the first command, if any
             self._session = SandboxSession(self.sandbox, self.workspace.root)
+            self._session.hold_until(self._sandbox_deadline)
         return ToolContext(
             agent_id=self.record.agent_id,
             tenant=self.record.tenant,
@@ -277,6 +301,18 @@ class Activation:
             put_blob=self.workspace.blobs.put,
             note=self.emit,
         )
+
+    def lease_renewed(self, lease: Lease) -> None:
+        """The lease now runs to ``lease.expires_at``, and so may this activation's
+        sandboxes: a little before it, by the host's monotonic clock, the sandbox
+        watchdog kills them unless a later renewal moved the moment on (from any
+        thread). A worker that is stopped renews nothing, so nothing it started
+        writes on once another worker may have the agent."""
+        left = lease.expires_at - self.clock.now()
+        margin = min(self.lease_ttl / 10, 2.0)
+        self._sandbox_deadline = time.monotonic() + left - margin
+        if self._session is not None:
+            self._session.hold_until(self._sandbox_deadline)
 
     def lease_lost(self) -> None:
         """Another worker has the agent now: kill this one's sandbox (from the heartbeat)."""

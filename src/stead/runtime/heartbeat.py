@@ -4,16 +4,19 @@ The step loop renews its lease when it commits, but a single tool call can run
 longer than the lease lasts. Without renewal, another worker could take the
 agent over while the call is still running, and two live copies would exist.
 The heartbeat renews the lease from a background thread every third of its
-lifetime for as long as the activation runs. If a renewal is refused (the lease
-was taken over), it calls ``on_lost`` (the activation kills its sandbox, so no
-command of a stale worker goes on writing to the workspace) and stops: the
-activation's next write is then refused by the store's fencing check.
+lifetime for as long as the activation runs, and tells ``on_renewed`` (which
+moves the sandbox watchdog's deadline on, :mod:`stead.sandbox.watchdog`). If a
+renewal is refused (the lease was taken over), it calls ``on_lost`` (the
+activation kills its sandbox, so no command of a stale worker goes on writing
+to the workspace) and stops: the activation's next write is then refused by
+the store's fencing check.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..clock import Clock
 from ..errors import StoreError
@@ -30,9 +33,11 @@ class Heartbeat:
         ttl: float,
         clock: Clock,
         on_lost: Callable[[], None] | None = None,
+        on_renewed: Callable[[Lease], None] | None = None,
     ) -> None:
         self._store = store
         self._on_lost = on_lost
+        self._on_renewed = on_renewed
         self._lease = lease
         self._ttl = ttl
         self._clock = clock
@@ -55,11 +60,19 @@ class Heartbeat:
                 if self._on_lost is not None:
                     self._on_lost()
                 return
+            if self._on_renewed is not None:
+                self._on_renewed(self._lease)
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hooks:
+    on_lost: Callable[[], None] | None
+    on_renewed: Callable[[Lease], None] | None
 
 
 class Heartbeats:
@@ -75,14 +88,19 @@ class Heartbeats:
         self._ttl = ttl
         self._clock = clock
         self._lock = threading.Lock()
-        self._held: dict[str, tuple[Lease, Callable[[], None] | None]] = {}
+        self._held: dict[str, tuple[Lease, _Hooks]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leases", daemon=True)
         self._thread.start()
 
-    def add(self, lease: Lease, on_lost: Callable[[], None] | None = None) -> None:
+    def add(
+        self,
+        lease: Lease,
+        on_lost: Callable[[], None] | None = None,
+        on_renewed: Callable[[Lease], None] | None = None,
+    ) -> None:
         with self._lock:
-            self._held[lease.agent_id] = (lease, on_lost)
+            self._held[lease.agent_id] = (lease, _Hooks(on_lost, on_renewed))
 
     def discard(self, agent_id: str) -> None:
         with self._lock:
@@ -105,19 +123,24 @@ class Heartbeats:
             )
         except StoreError:
             renewed = [None if now >= lease.expires_at else lease for lease, _ in held]
-        lost = []
+        lost: list[Callable[[], None]] = []
+        moved: list[tuple[Callable[[Lease], None], Lease]] = []
         with self._lock:
-            for (lease, on_lost), new in zip(held, renewed, strict=True):
+            for (lease, hooks), new in zip(held, renewed, strict=True):
                 if self._held.get(lease.agent_id, (None,))[0] is not lease:
                     continue  # discarded (or re-added) while the round ran
                 if new is None:
                     del self._held[lease.agent_id]
-                    lost.append(on_lost)
+                    if hooks.on_lost is not None:
+                        lost.append(hooks.on_lost)
                 else:
-                    self._held[lease.agent_id] = (new, on_lost)
+                    self._held[lease.agent_id] = (new, hooks)
+                    if hooks.on_renewed is not None and new is not lease:
+                        moved.append((hooks.on_renewed, new))
         for on_lost in lost:
-            if on_lost is not None:
-                on_lost()
+            on_lost()
+        for on_renewed, new in moved:
+            on_renewed(new)
 
     def close(self) -> None:
         self._stop.set()

@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -42,6 +42,11 @@ from . import seccomp
 from .base import WORKSPACE_INSIDE, Isolation, Limits, RunResult, Spawned, communicate
 from .sealed import INSIDE as SEALED_INSIDE
 from .sealed import sealed_shell
+from .watchdog import Guard
+
+Watch = Callable[[int, "Path | None"], Guard]
+"""Hands a just-started bubblewrap (its pid and pids cgroup) to the sandbox
+watchdog (:mod:`stead.sandbox.watchdog`), which kills it when its lease ends."""
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = (
@@ -250,7 +255,10 @@ class BwrapSandbox:
         env: Mapping[str, str],
         limits: Limits,
         network: bool = False,
+        watch: Watch | None = None,
     ) -> RunResult:
+        """Run ``argv`` in a sandbox of its own; ``watch`` (if given) is told
+        of the bubblewrap as soon as it is started."""
         filter_fd = seccomp.filter_fd()
         try:
             inner = self.command(argv, workspace, env, network, seccomp_fd=filter_fd)
@@ -275,7 +283,12 @@ class BwrapSandbox:
                 )
             finally:
                 _close(filter_fd)
-            return communicate(proc, limits)
+            guard = watch(proc.pid, cgroup) if watch is not None else None
+            try:
+                return communicate(proc, limits)
+            finally:
+                if guard is not None:
+                    guard.drop()
         finally:
             if cgroup is not None:
                 _remove_cgroup(cgroup)
@@ -289,6 +302,7 @@ class BwrapSandbox:
         limits: Limits,
         network: bool = False,
         ro_paths: Sequence[str] = (),
+        watch: Watch | None = None,
     ) -> Spawned:
         """Start ``argv`` in bubblewrap for as long as the caller keeps it.
 
@@ -321,9 +335,15 @@ class BwrapSandbox:
             raise
         finally:
             _close(filter_fd)
-        if cgroup is None:
-            return Spawned(proc)
-        return Spawned(proc, cleanup=lambda: _remove_cgroup(cgroup))
+        guard = watch(proc.pid, cgroup) if watch is not None else None
+
+        def cleanup() -> None:
+            if guard is not None:
+                guard.drop()
+            if cgroup is not None:
+                _remove_cgroup(cgroup)
+
+        return Spawned(proc, cleanup=cleanup)
 
 
 def _fds(fd: int | None) -> tuple[int, ...]:

@@ -39,6 +39,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ from .base import Isolation, Limits, RunResult, Sandbox, Spawned, Unsandboxed
 from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup, file_blocks
 from .sealed import PROBE, sealed_shell
 from .select import OPT_IN, select
+from .watchdog import Guard
+from .watchdog import guard as watchdog_guard
 
 HELPER = (
     r"""nl='
@@ -163,6 +166,7 @@ class _Live:
     selector: selectors.BaseSelector
     pending: bytearray = field(default_factory=bytearray)
     pids_max: str = ""
+    guard: Guard | None = None
 
 
 class _Died(Exception):
@@ -201,6 +205,11 @@ class SandboxSession:
         # machine: every run is then one-shot, slower but as isolated
         self._unshared = sealed_shell() is None
         self._kept: dict[str, _Closeable] = {}
+        # when the lease this session works under runs out (time.monotonic);
+        # the watchdog kills every bubblewrap of the session then
+        self._deadline: float | None = None
+        self._guards: list[Guard] = []
+        self._guards_lock = threading.Lock()
 
     def underlying(self) -> Sandbox:
         """The sandbox for runs that must not share the session."""
@@ -214,6 +223,33 @@ class SandboxSession:
             return found
         why = "commands cannot share a sandbox here (its loop could not be sealed): one-shot"
         return dataclasses.replace(found, notes=(*found.notes, why))
+
+    def hold_until(self, deadline: float | None) -> None:
+        """Everything this session runs is killed at ``deadline``
+        (``time.monotonic()``) unless this is called again with a later one.
+
+        The caller holds a lease and moves the deadline on each time it renews
+        it; a caller that cannot (a stopped worker) leaves the deadline where
+        it was, and the watchdog (:mod:`stead.sandbox.watchdog`), a process
+        of its own, kills the session's sandboxes then, before another worker
+        may take the agent over. Safe from any thread.
+        """
+        with self._guards_lock:
+            self._deadline = deadline
+            self._guards = [g for g in self._guards if not g.dropped]
+            guards = list(self._guards)
+        for g in guards:
+            g.hold(deadline)
+
+    def _watch(self, pid: int, cgroup: Path | None) -> Guard:
+        with self._guards_lock:
+            found = watchdog_guard(pid, cgroup, self._deadline)
+            self._guards.append(found)
+        return found
+
+    def _watched(self, sandbox: Sandbox) -> dict[str, object]:
+        """The keyword that has a plain bubblewrap tell the watchdog of what it starts."""
+        return {"watch": self._watch} if type(sandbox) is BwrapSandbox else {}
 
     @property
     def pid(self) -> int | None:
@@ -239,7 +275,9 @@ class SandboxSession:
             or not _shareable(argv, env)
             or workspace.resolve() != self._root
         ):
-            return sandbox.run(argv, workspace, env=env, limits=limits, network=network)
+            return sandbox.run(
+                argv, workspace, env=env, limits=limits, network=network, **self._watched(sandbox)
+            )
         return self._run(sandbox, argv, env, limits)
 
     def spawn(
@@ -253,8 +291,15 @@ class SandboxSession:
         ro_paths: Sequence[str] = (),
     ) -> Spawned:
         """A long-lived process never shares the session: it gets a sandbox of its own."""
-        return self.underlying().spawn(
-            argv, workspace, env=env, limits=limits, network=network, ro_paths=ro_paths
+        sandbox = self.underlying()
+        return sandbox.spawn(
+            argv,
+            workspace,
+            env=env,
+            limits=limits,
+            network=network,
+            ro_paths=ro_paths,
+            **self._watched(sandbox),
         )
 
     def keep(self, key: str, make: Callable[[], K]) -> K:
@@ -318,7 +363,7 @@ class SandboxSession:
             pass  # the request itself could not be sent in time
         except _Exposed:
             self._unshared = True
-            return sandbox.run(argv, self.workspace, env=env, limits=limits)
+            return sandbox.run(argv, self.workspace, env=env, limits=limits, watch=self._watch)
         except (_Died, OSError) as exc:
             self._end(out, err)
             note = (
@@ -352,6 +397,8 @@ class SandboxSession:
                 live.proc.wait(timeout=0.5)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(live.proc.pid, signal.SIGKILL)
+        if live.guard is not None:
+            live.guard.drop()
         live.proc.wait()
         if live.cgroup is not None:
             _remove_cgroup(live.cgroup)  # and kills anything still in it
@@ -410,7 +457,9 @@ class SandboxSession:
         for fd in (ours.fileno(), out_r, err_r):
             os.set_blocking(fd, False)
             selector.register(fd, selectors.EVENT_READ)
-        live = _Live(proc, ours, out_r, err_r, cgroup, selector)
+        live = _Live(
+            proc, ours, out_r, err_r, cgroup, selector, guard=self._watch(proc.pid, cgroup)
+        )
         died = False
         try:
             ready = _pump(live, deadline, None, _Capture(0), err)
