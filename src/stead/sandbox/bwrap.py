@@ -43,6 +43,7 @@ from .base import WORKSPACE_INSIDE, Isolation, Limits, RunResult, Spawned, commu
 from .sealed import INSIDE as SEALED_INSIDE
 from .sealed import sealed_shell
 from .watchdog import Guard
+from .watchdog import available as watchdog_available
 
 Watch = Callable[[int, "Path | None"], Guard]
 """Hands a just-started bubblewrap (its pid and pids cgroup) to the sandbox
@@ -144,6 +145,9 @@ class BwrapSandbox:
             notes.append("seccomp: no ptrace, process_vm_*, pidfd_*, io_uring, keyring, bpf")
         else:
             notes.append(f"no seccomp filter for this architecture ({platform.machine()})")
+        held, why = watchdog_available()
+        if not held:
+            notes.append(why)
         if sealed_shell() is None:
             notes.append(
                 "pid 1 is bubblewrap's init (no sealed shell could be made): a command "
