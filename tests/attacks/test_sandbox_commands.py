@@ -152,3 +152,24 @@ def test_an_agent_cannot_forge_its_own_acceptance_check(
         assert not any("'injected" in o for o in outputs), outputs
     finally:
         store.close()
+
+
+def test_tmp_and_shm_are_bounded_and_dev_is_read_only(
+    session: SandboxSession, bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    """``/tmp`` and ``/dev/shm`` are the host's memory: a command used to fill
+    12 GiB of each whatever its limits said."""
+    from stead.sandbox.bwrap import TMPFS_BYTES
+
+    fill = (
+        "for d in /tmp /dev/shm; do "
+        "head -c 400000000 /dev/zero > $d/fill 2>/dev/null; echo $? $(stat -c %s $d/fill); "
+        "done; echo x > /dev/extra 2>/dev/null; echo $?"
+    )
+    for runner in (session, bwrap):
+        r = runner.run(["/bin/sh", "-c", fill], workspace, env=ENV, limits=LIMITS)
+        tmp, shm, dev = r.stdout.splitlines()
+        for line in (tmp, shm):
+            status, size = line.split()
+            assert status != "0" and int(size) <= TMPFS_BYTES, (runner, r)
+        assert dev != "0", (runner, r)
