@@ -81,7 +81,12 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
             {"id": "tests", "description": "tests pass", "accept": [{"files_exist": ["a.py"]}]},
         ],
         "workspace": str((base / "seed").resolve()),
-        "limits": {"max_steps": 7, "command_seconds": 120.0, "workspace_mb": 1024},
+        "limits": {
+            "max_steps": 7,
+            "command_seconds": 120.0,
+            "workspace_mb": 1024,
+            "workspace_files": 10_000,
+        },
         "base_dir": str(base.resolve()),
         "script": SCRIPT,
         "scope": None,

@@ -33,7 +33,11 @@ model asks, unless the spec's ``limits.command_seconds`` says otherwise."""
 MAX_COMMAND_SECONDS = 86_400
 DEFAULT_WORKSPACE_MB = 1024
 """How large an agent's workspace may grow (``limits.workspace_mb``)."""
-LIMIT_KEYS = ("max_steps", "command_seconds", "workspace_mb")
+DEFAULT_WORKSPACE_FILES = 10_000
+"""How many files and folders an agent's workspace may hold (``limits.workspace_files``):
+its manifest is in the agent's state and its journal, and scanned after every call."""
+MAX_WORKSPACE_FILES = 1_000_000
+LIMIT_KEYS = ("max_steps", "command_seconds", "workspace_mb", "workspace_files")
 _FIELDS = (
     "name",
     "tenant",
@@ -69,6 +73,7 @@ class AgentSpec:
     # the operator's ceiling on every command a tool runs, whatever it asks for
     command_seconds: float = DEFAULT_COMMAND_SECONDS
     workspace_mb: int = DEFAULT_WORKSPACE_MB
+    workspace_files: int = DEFAULT_WORKSPACE_FILES
     base_dir: str = "."
     script: list[Any] | None = field(default=None, compare=False)
     # None: one unconstrained grant per listed tool
@@ -97,6 +102,7 @@ class AgentSpec:
                 "max_steps": self.max_steps,
                 "command_seconds": self.command_seconds,
                 "workspace_mb": self.workspace_mb,
+                "workspace_files": self.workspace_files,
             },
             "base_dir": self.base_dir,
             "script": self.script,
@@ -186,6 +192,17 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
             "limits.workspace_mb",
             f"must be a whole number of MiB, at least 1, got {workspace_mb!r}",
         )
+    workspace_files = limits.get("workspace_files", DEFAULT_WORKSPACE_FILES)
+    if (
+        isinstance(workspace_files, bool)
+        or not isinstance(workspace_files, int)
+        or not 1 <= workspace_files <= MAX_WORKSPACE_FILES
+    ):
+        raise _fail(
+            "limits.workspace_files",
+            f"must be a whole number of files and folders from 1 to {MAX_WORKSPACE_FILES:,}, "
+            f"got {workspace_files!r}",
+        )
 
     scope = _parse_scope(data.get("scope"))
     tool_autonomy = data.get("tool_autonomy") or {}
@@ -218,6 +235,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
         max_steps=max_steps,
         command_seconds=float(command_seconds),
         workspace_mb=workspace_mb,
+        workspace_files=workspace_files,
         base_dir=str(base),
         script=script,
         scope=scope,

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.needs import missing
 
-from stead.errors import PathEscape
-from stead.sandbox.paths import resolve_inside
-from stead.sandbox.workspace import Delta, Workspace, diff
+from stead.errors import PathEscape, WorkspaceFull
+from stead.sandbox.paths import check_relative, resolve_inside
+from stead.sandbox.workspace import Delta, Quota, Workspace, diff
 from stead.store.blobs import BlobStore
 
 
@@ -258,6 +260,176 @@ def test_restore_removes_a_symlink_the_manifest_does_not_have(
     os.symlink(tmp_path / "secret", ws.root / "peek")
     ws.restore(manifest)
     assert tree(ws.root) == {"a.txt": b"a"}
+
+
+# -- names no workspace path can hold (issue 25) ---------------------------------------
+
+BAD = os.fsdecode(b"bad\xffname")  # bytes that are not UTF-8, as Python sees them
+
+
+def _plant(root: Path, raw: bytes, data: bytes = b"x") -> None:
+    path = os.fsencode(root) + b"/" + raw
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def _deep(root: Path, levels: int) -> None:
+    """A chain of ``levels`` folders ``d/d/…`` with a file at the bottom, made the
+    way a command makes it: one step at a time, past any path the host could name."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with os.fdopen(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as fh:
+            fh.write(b"deep")
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("rel", "why"),
+    [
+        ("..\\x", "'..' component"),
+        ("a/..\\..\\y", "'..' component"),
+        (BAD, "not UTF-8"),
+        (("x" * 255 + "/") * 4 + "f", "longer than 1024 bytes"),
+        ("d/" * 64 + "f", "more than 64 levels deep"),
+        ("x" * 256, "longer than 255 bytes"),
+    ],
+)
+def test_the_one_rule_refuses_what_no_restore_could_write(rel: str, why: str) -> None:
+    with pytest.raises(PathEscape, match=re.escape(why)):
+        check_relative(rel)
+
+
+def test_the_one_rule_keeps_the_longest_plain_names() -> None:
+    longest = "/".join(["x" * 255] * 4)  # 1023 bytes
+    for rel in ("x" * 255, "d/" * 63 + "f", "a\\b", "é/ü.txt", longest, longest[:-2] + "é"):
+        assert check_relative(rel) == rel
+
+
+def test_a_strict_scan_refuses_a_bad_name_and_a_plain_one_leaves_it_out(ws: Workspace) -> None:
+    write(ws, "ok.txt", b"ok")
+    _plant(ws.root, b"sub/bad\xffname")
+    write(ws, "..\\x", b"climb")
+    with pytest.raises(PathEscape, match=re.escape("'..\\\\x'")):
+        ws.scan(Quota(2**20, 100))
+    assert ws.scan() == {"ok.txt": sha(b"ok")}
+    assert sorted(ws.refused) == ["..\\x", "sub/bad\\xffname"]
+
+
+def test_a_strict_scan_stops_at_its_quota_of_files_before_hashing_the_rest(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(3000):
+        (ws.root / f"f{i}").touch()
+    hashed = _hashes(monkeypatch)
+    with pytest.raises(WorkspaceFull, match="more than 100 files and folders"):
+        ws.scan(Quota(2**30, 100))
+    assert len(hashed) <= 100
+    assert len(ws.scan()) == 3000  # without a quota, the scan sees them all
+
+
+def test_a_strict_scan_refuses_what_lies_deeper_than_a_path_may_go(ws: Workspace) -> None:
+    _deep(ws.root, 300)
+    with pytest.raises(PathEscape, match="more than 64 levels deep"):
+        ws.scan(Quota(2**20, 10_000))
+    assert ws.scan() == {} and ws.refused == ["d/" * 63 + "d"]
+
+
+def test_restore_removes_every_file_no_path_names_and_journals_it_as_text(
+    ws: Workspace,
+) -> None:
+    write(ws, "keep.txt", b"kept")
+    manifest = ws.scan()
+    _plant(ws.root, b"sub/bad\xffname")
+    write(ws, "..\\x", b"climb")
+    _deep(ws.root, 2000)  # deeper than a path, a descriptor per level or recursion reach
+    delta = ws.restore(manifest)
+    assert delta.paths() == ["..\\x", "d/" * 63 + "d", "sub/bad\\xffname"]
+    assert os.listdir(ws.root) == ["keep.txt"]
+    assert ws.scan() == manifest
+
+
+def test_restore_writes_a_name_as_long_as_a_name_can_be(ws: Workspace, tmp_path: Path) -> None:
+    write(ws, "x" * 255, b"long")
+    manifest = ws.scan()
+    fresh = Workspace(tmp_path / "fresh", ws.blobs)
+    fresh.restore(manifest)
+    assert tree(fresh.root) == {"x" * 255: b"long"}
+
+
+def test_take_over_replaces_a_folder_nested_past_any_path(ws: Workspace, tmp_path: Path) -> None:
+    _deep(ws.root, 2000)
+    staging = Workspace(tmp_path / "staging", ws.blobs)
+    staging.restore({})
+    ws.take_over(staging)
+    assert os.listdir(ws.root) == []
+
+
+SHUT = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from stead.sandbox.workspace import Quota, Workspace
+from stead.store.blobs import BlobStore
+
+base = Path(sys.argv[1])
+ws = Workspace(base / "ws", BlobStore(base / "blobs"))
+ws.create()
+(ws.root / "keep.txt").write_text("k")
+manifest = ws.scan()
+
+def shut():
+    for name, mode in (("shut", 0), ("readonly", 0o500)):
+        (ws.root / name).mkdir()
+        (ws.root / name / "f").write_text(name)
+        os.chmod(ws.root / name, mode)
+    (ws.root / "secret").write_text("s")
+    os.chmod(ws.root / "secret", 0)
+
+shut()
+assert sorted(ws.scan(Quota(2**20, 100))) == ["keep.txt", "readonly/f", "secret", "shut/f"]
+assert ws.restore(manifest).paths() == ["readonly/f", "secret", "shut/f"]
+assert os.listdir(ws.root) == ["keep.txt"]
+shut()
+staging = Workspace(base / "staging", ws.blobs)
+staging.restore(manifest)
+ws.take_over(staging)
+assert os.listdir(ws.root) == ["keep.txt"]
+"""
+
+
+def test_what_a_command_shut_with_chmod_is_seen_and_removed_all_the_same() -> None:
+    """A command runs as the worker's user, so it can shut a file or folder to it:
+    the scan after a call still sees what it holds (it was left out of the
+    manifest without a word), and a restore or a wake still removes it (a
+    folder without write permission made the restore fail)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    import stead
+
+    argv = [sys.executable, "-c", SHUT]
+    if os.geteuid() == 0:  # root reads everything: look as a plain user does
+        if shutil.which("setpriv") is None:
+            missing("no setpriv to run as a plain user", "check chmod in a workspace")
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    base = tempfile.mkdtemp(prefix="stead-shut-")
+    os.chmod(base, 0o777)
+    try:
+        src = str(Path(stead.__file__).parent.parent)
+        done = subprocess.run([*argv, base, src], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", base], check=False)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # -- confinement -----------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 A spec's ``limits:`` are the operator's word, and a model's arguments never
 loosen them: ``command_seconds`` caps the wall time of every command a tool
-runs (``shell``'s ``timeout`` included), and ``workspace_mb`` caps the
-workspace. The quota is held three ways, each a backstop for the one before:
+runs (``shell``'s ``timeout`` included), ``workspace_mb`` caps the
+workspace's bytes and ``workspace_files`` how many files and folders it holds.
+The byte quota is held three ways, each a backstop for the one before:
 
 1. ``write_file`` refuses a write that would pass it, before writing;
 2. a command may not write any one file larger than the quota (``ulimit -f``);
@@ -11,6 +12,14 @@ workspace. The quota is held three ways, each a backstop for the one before:
    files it has seen add up to more than the quota, before storing what lies
    past it; the workspace is then put back as it was before the call, and the
    call's result is an error that says so.
+
+The same scan stops at the file after the last one ``workspace_files``
+allows, before listing the rest, and at the first file no workspace path can
+name (:func:`stead.sandbox.paths.check_relative`: ``..\\x``, a name that is
+not UTF-8, a path too long or too deep), which every later restore would
+refuse: the call fails the same way, so such a file never reaches a
+manifest. So the scan after a call reads at most the quota's bytes and lists
+at most its files, whatever the command left.
 
 A command can still fill the disk up to the quota several times over *while*
 it runs (many files, each under the per-file cap); what it leaves behind is
@@ -22,9 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WorkspaceFull
+from ..errors import PathEscape, WorkspaceFull
 from ..sandbox.base import Limits
-from ..spec import DEFAULT_COMMAND_SECONDS, DEFAULT_WORKSPACE_MB
+from ..sandbox.workspace import Quota, diff
+from ..spec import DEFAULT_COMMAND_SECONDS, DEFAULT_WORKSPACE_FILES, DEFAULT_WORKSPACE_MB
 from ..tools.base import Effect, Tool
 
 if TYPE_CHECKING:
@@ -36,6 +46,13 @@ _NO_CAP = 2**62
 def quota_bytes(spec: Mapping[str, Any]) -> int:
     """The workspace quota a stored spec sets."""
     return int((spec.get("limits") or {}).get("workspace_mb", DEFAULT_WORKSPACE_MB)) * 2**20
+
+
+def quota(spec: Mapping[str, Any]) -> Quota:
+    """The bytes and the files and folders a stored spec lets a workspace hold (a
+    spec stored before ``workspace_files`` existed gets its default)."""
+    files = (spec.get("limits") or {}).get("workspace_files", DEFAULT_WORKSPACE_FILES)
+    return Quota(quota_bytes(spec), int(files))
 
 
 def tool_limits(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,16 +79,21 @@ def settle_workspace(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """After a call: the workspace delta to record, and the result to record.
 
-    A call that leaves the workspace over its quota has its file changes
-    undone and its result turned into an error.
+    A call that leaves the workspace over its quota, or leaves a file no
+    workspace path can name, has its file changes undone and its result
+    turned into an error that says which.
     """
     if tool.effect is Effect.READ_ONLY:
         return result, {}
     try:
-        return result, act.scan_delta(quota_bytes(act.record.spec))
-    except WorkspaceFull as exc:
-        act.workspace.restore(act.manifest)
+        # scanned here rather than by act.scan_delta, which knows a byte limit only
+        now = act.workspace.scan(quota(act.record.spec))
+    except (WorkspaceFull, PathEscape) as exc:
+        act.workspace.restore(act.manifest)  # the offending files go with the rest
         failed = {"ok": False, "error": f"{exc}; this call's changes to the files were undone"}
         if "output" in result:
             failed["output"] = result["output"]
         return failed, act.scan_delta()
+    delta = diff(act.manifest, now)
+    act.manifest, act.dirty = now, False
+    return result, ({"changed": delta.changed, "removed": delta.removed} if delta else {})

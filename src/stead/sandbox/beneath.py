@@ -20,13 +20,23 @@ import contextlib
 import errno
 import os
 import posixpath
+import secrets
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PathEscape
+from .paths import MAX_DEPTH
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_REMOVE_ROUNDS = 100
+LOOK = 0o500
+"""The owner's bits a folder needs to be listed and looked into (read, search)."""
+CHANGE = 0o700
+"""The owner's bits a folder needs for what it holds to be removed or added (and write)."""
+"""How often :func:`remove_tree` lists a folder again that filled up meanwhile
+(a process still writing into it) before it gives up."""
 
 
 def parts_of(rel: str) -> list[str]:
@@ -148,23 +158,251 @@ def write_atomic(
             raise
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One thing a walk found: where it is, and what it is.
+
+    ``rel`` is built from the names as the kernel gave them, so it may be no
+    workspace path at all (``..\\x``, bytes that are not UTF-8): the caller
+    judges it. ``dir_fd`` is the descriptor of its folder, valid only until the
+    walk moves on.
+    """
+
+    rel: str
+    dir_fd: int
+    name: str
+    kind: str
+    """``"file"`` (regular), ``"folder"``, or ``"other"`` (a link, a device, a socket)."""
+    sealed: bool = False
+    """A folder the walk did not enter though it may hold something: it is as deep
+    as a workspace path may go (``max_depth``), or it could not be opened."""
+
+
+def walk(
+    root: Path,
+    rel: str = ".",
+    *,
+    max_depth: int = MAX_DEPTH,
+    ordered: bool = False,
+    open_up: int = 0,
+) -> Iterator[Entry]:
+    """Every entry under the folder ``rel``, folders before what they hold.
+
+    Folders are entered by descriptor without following links, so nothing
+    outside ``root`` is ever listed; an entry that vanishes or changes type
+    meanwhile is passed over. Nothing is read ahead: a caller that stops
+    early (a scan past its quota of files) has cost only what it took, and at
+    most ``max_depth`` folder descriptors are open at once however deep a
+    command nested its folders. With ``ordered``, each folder's entries come
+    sorted by name (slower on a large folder, which is listed whole first).
+
+    With ``open_up`` (:data:`LOOK` or :data:`CHANGE`), every folder entered is
+    given those of its owner's bits it lacks (:func:`open_up`) before it is
+    listed, so what a command shut with ``chmod`` is seen, or removed, all
+    the same.
+    """
+    parts = parts_of(rel)
+    if open_up and not parts:
+        # the workspace folder itself is the host's (a mount point in the
+        # sandbox, never swapped for a link), so it is changed by its path
+        mode = os.stat(root).st_mode
+        if mode & open_up != open_up:
+            os.chmod(root, stat.S_IMODE(mode) | open_up)
+    with open_dir(root, parts, rel) as top:
+        yield from _walk_from(top, "/".join(parts), len(parts), max_depth, ordered, open_up)
+
+
+def _walk_from(
+    top: int, prefix: str, depth: int, max_depth: int, ordered: bool, opening: int
+) -> Iterator[Entry]:
+    # the folders being walked, outermost first: (fd, path, depth, subfolders
+    # left to enter); every fd but top's is this walk's own, closed however it ends
+    frames: list[tuple[int, str, int, list[str]]] = [(top, prefix, depth, [])]
+    try:
+        while frames:
+            fd, here, level, pending = frames[-1]
+            if opening:
+                _own(fd, opening)
+            for name, kind in _listing(fd, ordered):
+                rel = f"{here}/{name}" if here else name
+                sealed = False
+                if kind == "folder":
+                    if level + 1 < max_depth:
+                        pending.append(name)
+                    else:
+                        sealed = _holds_anything(fd, name, opening)
+                yield Entry(rel, fd, name, kind, sealed)
+            pending.reverse()  # taken from the end: in the order they were listed
+            while frames:
+                parent, there, deep, left = frames[-1]
+                if not left:
+                    frames.pop()
+                    if parent != top:
+                        os.close(parent)
+                    continue
+                name = left.pop()
+                rel = f"{there}/{name}" if there else name
+                try:
+                    child = _open_folder(parent, name, opening)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue  # gone, or no longer a folder, since it was listed
+                except OSError as exc:
+                    if exc.errno != errno.ELOOP:  # a link now: not followed
+                        yield Entry(rel, parent, name, "folder", True)
+                    continue
+                frames.append((child, rel, deep + 1, []))
+                break
+    finally:
+        for fd, *_ in frames:
+            if fd != top:
+                os.close(fd)
+
+
+def _listing(fd: int, ordered: bool) -> Iterator[tuple[str, str]]:
+    """(name, kind) of every entry of the open folder ``fd``."""
+    with os.scandir(fd) as it:
+        found = ((e.name, _kind(e)) for e in it)
+        if ordered:
+            yield from sorted(found)
+        else:
+            yield from found
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    try:
+        if entry.is_dir(follow_symlinks=False):
+            return "folder"
+        if entry.is_file(follow_symlinks=False):
+            return "file"
+    except OSError:
+        pass
+    return "other"
+
+
+def _holds_anything(dir_fd: int, name: str, opening: int) -> bool:
+    try:
+        fd = _open_folder(dir_fd, name, opening)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True  # it cannot be looked into: it may hold anything
+    try:
+        with os.scandir(fd) as it:
+            return next(iter(it), None) is not None
+    finally:
+        os.close(fd)
+
+
+def _open_folder(dir_fd: int, name: str, opening: int) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except PermissionError:
+        if not opening:
+            raise
+    open_up(dir_fd, name, opening)
+    return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+
+
+def open_up(dir_fd: int, name: str, bits: int) -> None:
+    """Give ``name`` (a file or folder of ``dir_fd``) the owner's ``bits`` it lacks
+    (:data:`LOOK` or :data:`CHANGE`; a file only their read and write); a link
+    is never followed, nor changed.
+
+    A command runs as the worker's own user, so it can shut a file or folder
+    to that user (``chmod 000``). Modes are no part of a manifest (a restore
+    writes files with its own), so the host opens such a file up rather than
+    lose sight of it, or fail to remove it. The mode is changed through a
+    descriptor opened with ``O_PATH | O_NOFOLLOW``, which needs no permission
+    on the file and never leads through a link.
+    """
+    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISLNK(mode):
+            return
+        wanted = bits if stat.S_ISDIR(mode) else bits & 0o600
+        # /proc/self/fd/N leads to the file itself, not to a path that could change
+        os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | wanted)
+    finally:
+        os.close(fd)
+
+
+def _own(fd: int, bits: int) -> None:
+    """Give the open folder ``fd`` the owner's ``bits`` it lacks."""
+    mode = os.fstat(fd).st_mode
+    if mode & bits != bits:
+        os.fchmod(fd, stat.S_IMODE(mode) | bits)
+
+
 def walk_files(root: Path, rel: str = ".") -> Iterator[tuple[str, int, str]]:
     """Every regular file under the folder ``rel``: (its path, its folder's fd, its name).
 
-    Links are never followed (folders are walked by descriptor); a file or
-    folder that vanishes or changes type during the walk is passed over. The
-    descriptor is valid only until the next item.
+    In order, folder by folder (see :func:`walk`). The descriptor is valid
+    only until the next item.
     """
-    parts = parts_of(rel)
-    with open_dir(root, parts, rel) as top:
-        prefix = "/".join(parts)
-        for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=top):
-            dirnames.sort()
-            here = posixpath.normpath(posixpath.join(prefix, dirpath)) if prefix else dirpath
-            for name in sorted(filenames):
-                try:
-                    mode = os.lstat(name, dir_fd=dir_fd).st_mode
-                except OSError:
-                    continue
-                if stat.S_ISREG(mode):
-                    yield posixpath.normpath(posixpath.join(here, name)), dir_fd, name
+    for e in walk(root, rel, ordered=True):
+        if e.kind == "file":
+            yield e.rel, e.dir_fd, e.name
+
+
+def remove_tree(dir_fd: int, name: str) -> None:
+    """Remove the folder ``name`` of ``dir_fd`` and all it holds, following no link.
+
+    A command can nest folders thousands deep, past what a path or one
+    descriptor per level can reach, so this never descends: each subfolder met
+    is moved up beside ``name`` under a fresh name and removed in its turn.
+    Every folder is opened from ``dir_fd``, so at most two descriptors are open.
+    """
+    pending = [name]
+    rounds = 0
+    while pending:
+        current = pending.pop()
+        try:
+            fd = _open_folder(dir_fd, current, CHANGE)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(current, dir_fd=dir_fd)  # a link or a file by now: not entered
+            continue
+        try:
+            _own(fd, CHANGE)  # a command may have shut it: what it holds must go
+            with os.scandir(fd) as it:
+                for e in it:
+                    with contextlib.suppress(FileNotFoundError):  # gone meanwhile
+                        if e.is_dir(follow_symlinks=False):
+                            moved = f".stead-gone-{secrets.token_hex(8)}"
+                            try:
+                                os.rename(e.name, moved, src_dir_fd=fd, dst_dir_fd=dir_fd)
+                            except PermissionError:  # a folder moves only if it is writable
+                                open_up(fd, e.name, CHANGE)
+                                os.rename(e.name, moved, src_dir_fd=fd, dst_dir_fd=dir_fd)
+                            pending.append(moved)
+                        else:
+                            os.unlink(e.name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        try:
+            os.rmdir(current, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            rounds += 1
+            if exc.errno != errno.ENOTEMPTY or rounds > _REMOVE_ROUNDS:
+                raise
+            pending.append(current)  # something was added meanwhile: go round again
+
+
+def remove_folder(path: Path) -> None:
+    """Remove the folder ``path`` and all it holds (:func:`remove_tree`); nothing if
+    it is not there."""
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        remove_tree(parent, path.name)
+    finally:
+        os.close(parent)

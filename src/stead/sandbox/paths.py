@@ -1,4 +1,13 @@
-"""Confining paths to a workspace."""
+"""Confining paths to a workspace, and the one rule for what a workspace path is.
+
+:func:`check_relative` is that rule. Every path a manifest names passes it:
+the scan applies it to every file a call leaves (a file it refuses fails that
+call, :mod:`stead.runtime.limits`), and every restore applies it again to what
+it reads from a snapshot, an archive or the store before writing anything
+(hibernate, wake, fork, import, recovery, rollback). So no manifest can name a
+file that a later restore would refuse, which would leave the agent unable to
+run, sleep or move again.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,16 @@ from pathlib import Path
 from ..errors import PathEscape
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+MAX_PATH_BYTES = 1024
+"""The longest workspace path, in UTF-8 bytes: a restore writes it below the
+workspace's own folder, and the two together must stay within the host's
+PATH_MAX (4096 on Linux, 1024 on macOS)."""
+MAX_NAME_BYTES = 255
+"""The longest name of one file or folder (the kernel's NAME_MAX)."""
+MAX_DEPTH = 64
+"""The most names a workspace path has: a scan holds one folder descriptor per
+level, so this bounds what one scan can hold open."""
 
 
 def resolve_inside(root: Path, rel: str) -> Path:
@@ -32,8 +51,19 @@ def check_relative(rel: object) -> str:
     so it must be one: components joined by ``/``, none of them empty, ``.`` or
     ``..``, no NUL, not absolute. A backslash is read as a separator too, so
     ``..\\x`` is refused whatever system later reads the path; a backslash
-    inside a name (``a\\b``) is an ordinary character on Linux and passes. Pure:
-    it looks at the text only, never at the disk.
+    inside a name (``a\\b``) is an ordinary character on Linux and passes. It is
+    UTF-8 text, at most :data:`MAX_PATH_BYTES` long, :data:`MAX_DEPTH` names deep,
+    each name at most :data:`MAX_NAME_BYTES`. Pure: it looks at the text only,
+    never at the disk.
+
+    A name on disk that is not UTF-8 reaches Python with its stray bytes as
+    lone surrogates (``os.fsdecode``), which this refuses rather than encodes:
+    manifests, journal events and archives are UTF-8 JSON that every hash is
+    taken over and PostgreSQL stores as text, so such a name cannot be
+    journaled as it is; and an escaped form (``\\xff``) would be a second
+    spelling of a name a command can also write literally, so two files could
+    claim one manifest entry. Refusing costs a command only the use of names
+    no tool of an agent's could pass back as a path anyway.
     """
     why = _not_plain(rel)
     if why:
@@ -54,12 +84,38 @@ def _not_plain(rel: object) -> str:
         return "it holds a NUL byte"
     if rel.startswith(("/", "\\")):
         return "it is absolute"
+    try:
+        size = len(rel.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "its name is not UTF-8 text"
     for part in rel.replace("\\", "/").split("/"):
         if not part:
             return "it has an empty component"
         if part in (".", ".."):
             return f"it has a {part!r} component"
+    if size > MAX_PATH_BYTES:
+        return f"it is longer than {MAX_PATH_BYTES} bytes"
+    parts = rel.split("/")
+    if len(parts) > MAX_DEPTH:
+        return f"it is more than {MAX_DEPTH} levels deep"
+    if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
+        return f"a name in it is longer than {MAX_NAME_BYTES} bytes"
     return ""
+
+
+def path_problem(rel: object) -> str:
+    """Why ``rel`` is not a workspace path (:func:`check_relative`), or ``""``."""
+    return _not_plain(rel)
+
+
+def shown(rel: str) -> str:
+    """``rel`` as text that can be journaled: bytes of a name that are not UTF-8
+    (lone surrogates, as ``os.fsdecode`` gives them) written as ``\\xNN``."""
+    try:
+        raw = rel.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file name gives (from JSON, say)
+        raw = rel.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def check_manifest(manifest: object, where: str) -> None:

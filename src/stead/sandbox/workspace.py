@@ -15,16 +15,26 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import shutil
 import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import WorkspaceFull
+from ..errors import PathEscape, WorkspaceFull
 from ..ports import Blobs
 from . import beneath
-from .paths import check_manifest, check_relative, resolve_inside
+from .paths import (
+    MAX_DEPTH,
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    check_manifest,
+    check_relative,
+    path_problem,
+    resolve_inside,
+    shown,
+)
 
 Manifest = dict[str, str]
 
@@ -48,6 +58,15 @@ class Delta:
         return sorted([*self.changed, *self.removed])
 
 
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """What one call may leave in a workspace: bytes (``limits.workspace_mb``) and
+    entries, files and folders alike (``limits.workspace_files``)."""
+
+    max_bytes: int
+    max_files: int | None = None
+
+
 class Workspace:
     """An agent's folder, its manifest, and the blobs behind it."""
 
@@ -58,6 +77,10 @@ class Workspace:
         self._seen: dict[str, tuple[tuple[int, int, int, int], str]] = {}
         self.size = 0
         """The bytes of the files the last :meth:`scan` found."""
+        self.refused: list[str] = []
+        """What the last :meth:`scan` found and left out of its manifest, because no
+        workspace path names it (:func:`~stead.sandbox.paths.check_relative`), as
+        journalable text."""
 
     def create(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -66,93 +89,172 @@ class Workspace:
         """The absolute path of ``rel`` inside the workspace; refuse escapes."""
         return resolve_inside(self.root, rel)
 
-    def scan(self, limit: int | None = None, keep: bool = True) -> Manifest:
+    def scan(self, limit: int | Quota | None = None, keep: bool = True) -> Manifest:
         """The manifest of the folder as it is now; new content goes to the blob store.
 
-        With ``limit``, a folder whose files add up to more bytes raises
-        :class:`~stead.errors.WorkspaceFull` as soon as the walk sees it, before
-        the content past the limit is stored. Without ``keep``, nothing new is
-        stored (a restore only compares).
+        A file whose path breaks the one rule for workspace paths
+        (:func:`~stead.sandbox.paths.check_relative`: ``..\\x``, a name that is not
+        UTF-8, too long or too deep), or a folder too deep or unreadable to look
+        into, is never put in a manifest, since every restore would refuse it.
+
+        With ``limit`` (a :class:`Quota`, or bytes alone), the scan is the check
+        after a call: the first such file raises
+        :class:`~stead.errors.PathEscape`, and a folder past the quota raises
+        :class:`~stead.errors.WorkspaceFull` as soon as the walk sees it (more
+        bytes than allowed, before the content past them is stored; more files
+        and folders than allowed, before the rest is even listed). So one scan
+        costs at most the quota, whatever a command left. Without ``limit``,
+        such files are left out and named in :attr:`refused`. Without ``keep``,
+        nothing new is stored (the scan only compares).
         """
+        quota = Quota(limit) if isinstance(limit, int) else limit
         manifest: Manifest = {}
+        self.refused = []
         if not self.root.exists():
             return manifest
         # A file modified within the timestamp granularity of the scan could change
         # again without its stat changing; such "racily clean" files are re-hashed.
         trust_before = time.time_ns() - RACY_NS
         size = 0
+        entries = 0
         # walked by descriptor, following no link: a command still running in
         # the sandbox may swap a folder for a link to a host folder mid-scan,
         # and a file may vanish or change type between listing and reading
-        for rel, dir_fd, name in beneath.walk_files(self.root):
-            try:
-                st = os.lstat(name, dir_fd=dir_fd)
-            except OSError:
-                continue
-            if limit is not None and size + st.st_size > limit:
+        # after a call, what a command shut with chmod is opened to be seen
+        for e in beneath.walk(self.root, open_up=0 if quota is None else beneath.LOOK):
+            entries += 1
+            if quota is not None and quota.max_files is not None and entries > quota.max_files:
                 raise WorkspaceFull(
-                    f"the workspace holds more than its quota of {limit // 2**20} MiB "
-                    f"(at {rel!r}); remove files, or raise limits.workspace_mb in the spec"
+                    f"the workspace holds more than {quota.max_files} files and folders "
+                    f"(at {shown(e.rel)!r}); remove files, or raise limits.workspace_files "
+                    "in the spec"
                 )
-            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-            seen = self._seen.get(rel)
-            if seen is not None and seen[0] == key and st.st_mtime_ns < trust_before:
-                manifest[rel] = seen[1]
-                size += st.st_size
+            if e.kind == "other" or (e.kind == "folder" and not e.sealed):
+                continue  # links and special files are no part of a manifest
+            why = _sealed(e.rel) if e.kind == "folder" else path_problem(e.rel)
+            if why:
+                if quota is not None:
+                    raise PathEscape(
+                        f"the workspace holds {shown(e.rel)!r}, which no workspace path can "
+                        f"name ({why}); name files in plain UTF-8, each name at most "
+                        f"{MAX_NAME_BYTES} bytes, each path at most {MAX_PATH_BYTES} bytes and "
+                        f"{MAX_DEPTH} levels, with no '.' or '..' between '/' or '\\'"
+                    )
+                self.refused.append(shown(e.rel))
                 continue
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-            except OSError:
+            got = self._digest(e, trust_before, keep, quota, size)
+            if got is None:
                 continue
-            with os.fdopen(fd, "rb") as fh:
-                st = os.fstat(fd)
-                if not _is_regular(st.st_mode):
-                    continue
-                key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                data = fh.read()
-            digest = hashlib.sha256(data).hexdigest()
-            stored = self.blobs.has(digest)
-            if keep and not stored:
-                self.blobs.put(data, digest)
-            if keep or stored:  # a hash remembered is a hash whose blob exists
-                self._seen[rel] = (key, digest)
-            manifest[rel] = digest
-            size += len(data)
+            digest, length = got
+            manifest[e.rel] = digest
+            size += length
         self.size = size
         return manifest
+
+    def _digest(
+        self, e: beneath.Entry, trust_before: int, keep: bool, quota: Quota | None, size: int
+    ) -> tuple[str, int] | None:
+        """The hash and length of the file ``e`` (its content stored unless not
+        ``keep``), or None if it vanished; past ``quota`` with the ``size`` bytes
+        seen before it, :class:`~stead.errors.WorkspaceFull`."""
+        try:
+            st = os.lstat(e.name, dir_fd=e.dir_fd)
+        except OSError:
+            return None
+        if quota is not None and st.st_size > quota.max_bytes - size:
+            raise _over(e.rel, quota)
+        key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        seen = self._seen.get(e.rel)
+        if seen is not None and seen[0] == key and st.st_mtime_ns < trust_before:
+            return seen[1], st.st_size
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            try:
+                fd = os.open(e.name, flags, dir_fd=e.dir_fd)
+            except PermissionError:
+                if quota is None:
+                    raise
+                beneath.open_up(e.dir_fd, e.name, beneath.LOOK)  # shut by a command
+                fd = os.open(e.name, flags, dir_fd=e.dir_fd)
+        except PermissionError:
+            if quota is not None:
+                raise PathEscape(
+                    f"the workspace holds {shown(e.rel)!r}, which cannot be read to be kept; "
+                    "leave files readable"
+                ) from None
+            return None
+        except OSError:
+            return None  # gone, or no longer a file, since it was listed
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not _is_regular(st.st_mode):
+                return None
+            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            # a file still growing is read no further than the quota allows
+            data = fh.read() if quota is None else fh.read(quota.max_bytes - size + 1)
+        if quota is not None and len(data) > quota.max_bytes - size:
+            raise _over(e.rel, quota)
+        digest = hashlib.sha256(data).hexdigest()
+        stored = self.blobs.has(digest)
+        if keep and not stored:
+            self.blobs.put(data, digest)
+        if keep or stored:  # a hash remembered is a hash whose blob exists
+            self._seen[e.rel] = (key, digest)
+        return digest, len(data)
 
     def restore(self, manifest: Manifest) -> Delta:
         """Make the folder equal ``manifest``; return what had to change.
 
         Only regular files and folders belong in a workspace: symbolic links and
         special files are removed first, so nothing is ever written through a
-        link that a dying step left pointing out of the workspace. The manifest
-        may come from an archive or an edited store: unless every path in it is
-        a plain relative path (and every hash a SHA-256), it is refused whole
-        with :class:`~stead.errors.PathEscape` before anything is touched.
+        link that a dying step left pointing out of the workspace, and so is
+        every file the manifest lacks, whatever its name or depth (a folder
+        nested too deep to walk goes whole). The manifest may come from an
+        archive or an edited store: unless every path in it is a plain relative
+        path (and every hash a SHA-256), it is refused whole with
+        :class:`~stead.errors.PathEscape` before anything is touched. The paths
+        of the delta are text that can be journaled (:func:`~stead.sandbox.paths.shown`),
+        whatever bytes the names on disk were.
         """
         check_manifest(manifest, f"the manifest restored into {self.root}")
         self.create()
-        oddities = self._remove_non_regular()
-        current = self.scan(keep=False)  # what is not in manifest is about to go
-        delta = diff(manifest, current)
-        # delta is "what current has that manifest lacks", so undo it
-        for rel in delta.changed:
-            if rel not in manifest:
-                (self.root / rel).unlink()
-                self._seen.pop(rel, None)
+        trust_before = time.time_ns() - RACY_NS
+        changed: dict[str, str] = {}  # on disk, not as the manifest has it
+        kept: set[str] = set()  # on disk as the manifest has it
+        folders: list[str] = []
+        for e in beneath.walk(self.root, open_up=beneath.CHANGE):
+            if e.kind == "folder":
+                if e.sealed:
+                    beneath.remove_tree(e.dir_fd, e.name)  # nothing in it can be kept
+                    changed[shown(e.rel)] = ""
+                else:
+                    folders.append(e.rel)
+                continue
+            digest = None
+            if e.kind == "file" and e.rel in manifest:
+                got = self._digest(e, trust_before, False, None, 0)
+                digest = None if got is None else got[0]
+                if digest == manifest[e.rel]:
+                    kept.add(e.rel)
+                    continue
+            if digest is None or e.rel not in manifest:
+                # a link, a special file, or a file the manifest does not have
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.name, dir_fd=e.dir_fd)
+                self._seen.pop(e.rel, None)
+            changed[shown(e.rel)] = digest or ""
         for rel, digest in manifest.items():
-            if current.get(rel) == digest:
+            if rel in kept:
                 continue
             path = self._make_room(rel)
-            tmp = path.with_name(f".{path.name}.stead-restore")
+            # a fixed-length name: the file's own may already be as long as a name can be
+            tmp = path.with_name(f".stead-restore-{secrets.token_hex(8)}")
             tmp.write_bytes(self.blobs.get(digest))  # checked against its hash
             os.replace(tmp, path)
             self._remember(rel, path, digest)
-        if delta or oddities:
-            _prune_empty_dirs(self.root)
-        if oddities:
-            delta = Delta({**delta.changed, **dict.fromkeys(oddities, "")}, delta.removed)
+        delta = Delta(changed, sorted(r for r in manifest if r not in kept and r not in changed))
+        if delta:
+            self._prune(folders)
         return delta
 
     def _remember(self, rel: str, path: Path, digest: str) -> None:
@@ -175,24 +277,20 @@ class Workspace:
         The files keep their inodes through the rename, so the hashes
         ``staging`` recorded while writing them still describe them.
         """
-        shutil.rmtree(self.root, ignore_errors=True)
+        beneath.remove_folder(self.root)  # whatever a command left in it, however deep
         os.replace(staging.root, self.root)
         self._seen = dict(staging._seen)
 
-    def _remove_non_regular(self) -> list[str]:
-        """Delete symlinks and special files anywhere in the workspace; name them."""
-        removed: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            for name in [*dirnames, *filenames]:
-                full = os.path.join(dirpath, name)
-                mode = os.lstat(full).st_mode
-                if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
-                    continue
-                os.unlink(full)
-                removed.append(os.path.relpath(full, self.root).replace(os.sep, "/"))
-            # os.walk does not descend into symlinked folders, which were just removed
-            dirnames[:] = [d for d in dirnames if os.path.isdir(os.path.join(dirpath, d))]
-        return removed
+    def _prune(self, folders: list[str]) -> None:
+        """Remove the folders of ``folders`` left empty, the deepest first."""
+        for rel in sorted(folders, key=lambda r: r.count("/"), reverse=True):
+            parts = rel.split("/")
+            # refused unless it is empty; a folder swapped for a link is left alone
+            with (
+                contextlib.suppress(OSError, PathEscape),
+                beneath.open_dir(self.root, parts[:-1], rel) as dir_fd,
+            ):
+                os.rmdir(parts[-1], dir_fd=dir_fd)
 
     def _make_room(self, rel: str) -> Path:
         """Ensure every parent of ``rel`` is a real folder and ``rel`` is not one."""
@@ -226,9 +324,15 @@ def _is_regular(mode: int) -> bool:
     return stat.S_ISREG(mode)
 
 
-def _prune_empty_dirs(root: Path) -> None:
-    # bottom-up, and looking again at each folder, so emptied parents go too
-    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
-        if Path(dirpath) != root and not os.listdir(dirpath):
-            with contextlib.suppress(OSError):
-                os.rmdir(dirpath)
+def _over(rel: str, quota: Quota) -> WorkspaceFull:
+    return WorkspaceFull(
+        f"the workspace holds more than its quota of {quota.max_bytes // 2**20} MiB "
+        f"(at {shown(rel)!r}); remove files, or raise limits.workspace_mb in the spec"
+    )
+
+
+def _sealed(rel: str) -> str:
+    """Why the folder ``rel``, which a walk could not enter, holds nothing a manifest can."""
+    if rel.count("/") + 1 >= MAX_DEPTH:
+        return f"what it holds is more than {MAX_DEPTH} levels deep"
+    return "it cannot be opened, so what it holds cannot be kept"

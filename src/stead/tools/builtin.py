@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import WorkspaceFull
 from ..sandbox import beneath
 from ..sandbox.base import Limits
+from ..sandbox.paths import shown
 from .base import ToolContext, tool
 
 MAX_READ = 256 * 1024
@@ -51,7 +52,9 @@ def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
 def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
     """List the files under a folder of the workspace, relative to the workspace."""
     try:
-        return [rel for rel, _fd, _name in beneath.walk_files(ctx.workspace, path or ".")]
+        # a name with bytes that are not UTF-8 (a file no manifest keeps, not yet
+        # removed) is shown with escapes: the result must be journaled as text
+        return [shown(rel) for rel, _fd, _name in beneath.walk_files(ctx.workspace, path or ".")]
     except (FileNotFoundError, NotADirectoryError):
         raise FileNotFoundError(
             f"no folder {path!r} in the workspace; list_files with no path lists it all"
