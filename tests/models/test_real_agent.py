@@ -6,7 +6,6 @@ The model is a fake server of each wire format on 127.0.0.1; everything else
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from stead import FakeClock, Kind, Runtime, parse_spec
 from stead.store.sqlite import SqliteStore
 
-from .agents import VAULT_KEY, runtime
+from .agents import runtime
 from .fake_servers import FakeServer
 from .test_providers import error, text_answer, tool_answer
 
@@ -222,25 +221,6 @@ def test_show_gives_the_model_and_what_it_cost(tmp_path: Path, server: FakeServe
     assert "model: openai:m-1" in text and "usage: 120 tokens" in text
 
 
-def test_a_spec_cannot_send_the_workers_own_variables_to_its_server(
-    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The attack: name the vault's master key (or any worker variable) as the model's
-    key and point base_url at your own server."""
-    monkeypatch.setenv("STEAD_SECRET_KEY", base64.b64encode(VAULT_KEY).decode())
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-very-secret")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-operators-openai-key")
-    rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=FakeClock())
-    for name in ("STEAD_SECRET_KEY", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY"):
-        model = {"provider": "openai", "name": "m", "base_url": server.url, "api_key_secret": name}
-        agent_id = rt.create(parse_spec({"name": "thief", "model": model}, tmp_path)).agent_id
-        server.queue(tool_answer("openai", ("finish", {"summary": "ok"})))
-        rt.run(agent_id)
-    for seen in server.seen:
-        assert "authorization" not in seen.headers, seen.headers
-    rt.close()
-
-
 def test_the_operators_key_goes_to_the_providers_own_endpoint_and_allowed_variables(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -261,17 +241,3 @@ def test_the_operators_key_goes_to_the_providers_own_endpoint_and_allowed_variab
         model = model_for(spec)
         assert model.secrets == {opts["api_key_secret"]: key}  # type: ignore[attr-defined]
         model.close()  # type: ignore[attr-defined]
-
-
-def test_a_key_is_never_sent_unencrypted_to_another_host() -> None:
-    from stead.errors import SpecError
-    from stead.models.options import parse_model
-    from stead.models.registry import model_for
-
-    opts = parse_model({"provider": "openai", "name": "m", "base_url": "http://10.1.2.3:8000/v1"})
-    spec = {"model": "openai:m", "model_options": opts.to_json()}
-    with pytest.raises(SpecError, match="unencrypted; use https"):
-        model_for(spec, lambda name: "sk-from-the-vault")
-    keyless = model_for(spec, lambda name: None)  # no key: nothing to protect
-    assert keyless.secrets == {}  # type: ignore[attr-defined]
-    keyless.close()  # type: ignore[attr-defined]
