@@ -12,7 +12,6 @@ import pytest
 from openapi_spec_validator import validate
 
 from stead.server import endpoints
-from stead.store.tokens import ROLES
 
 from .conftest import Served
 
@@ -73,35 +72,6 @@ def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[
         body = bodies.get(e.path, {} if e.body is not None else None)
         out.append((e, e.path.format_map(names), body))
     return out
-
-
-def test_every_route_needs_a_valid_token(served: Served) -> None:
-    agent_id, approval_id = waiting_approval(served)
-    for e, path, body in requests_for(served, agent_id, approval_id):
-        for headers in (
-            {},
-            {"authorization": "Bearer stead.tok_x.y"},
-            {"authorization": "Basic x"},
-        ):
-            got = served.client.request(e.method, path, headers=headers, json=body)
-            assert got.status_code == 401, (e.path, got.text)
-            assert got.json()["error"]["code"] == "unauthenticated"
-        served.server.attempts._failed.clear()  # these tests come from one address
-
-
-def test_each_role_may_do_only_what_its_rank_allows(served: Served) -> None:
-    agent_id, approval_id = waiting_approval(served)
-    for e, path, body in requests_for(served, agent_id, approval_id):
-        needed = ROLES.index(ORDER[e.action])
-        for role in ROLES[:needed]:
-            got = served.call(e.method, path, "acme", role, json=body)
-            assert got.status_code == 403, (e.path, role, got.text)
-            error = got.json()["error"]
-            assert error["code"] == "forbidden" and ORDER[e.action] in error["message"]
-    # nothing a refused request asked for happened
-    assert served.call("GET", "/v1/approvals", "acme", "viewer").json()[0]["approval_id"] == (
-        approval_id
-    )
 
 
 def test_another_tenant_s_agents_and_approvals_are_not_found(served: Served) -> None:
@@ -188,54 +158,6 @@ def test_the_journal_streams_as_server_sent_events_and_resumes(served: Served) -
     assert resumed[0][2]["seq"] == 4
     bad = served.client.get(path, headers={**viewer, "last-event-id": "x1"})
     assert bad.status_code == 400
-
-
-def test_repeated_failed_logins_are_held_off_and_logged_for_the_operator(
-    served: Served,
-) -> None:
-    wrong = "stead.tok_01M8YPHBWGKWYK92E81BHMSGNQ." + "A" * 43
-    for _ in range(served.server.attempts.limit):
-        got = served.client.get("/v1/agents", headers={"authorization": f"Bearer {wrong}"})
-        assert got.status_code == 401
-    # now even a good token from that address waits, told how long
-    held = served.client.get("/v1/agents", headers=served.as_("acme", "viewer"))
-    assert held.status_code == 429 and int(held.headers["retry-after"]) >= 1
-    log = served.server.tokens.operator_log()
-    assert len(log) == served.server.attempts.limit
-    assert {e.kind for e in log} == {"auth_failed"} and log[0].data["reason"] == "no such token"
-    assert all("A" * 43 not in json.dumps(e.data) for e in log)  # never what was presented
-
-
-def test_a_spec_from_the_network_may_not_reach_into_the_host(served: Served) -> None:
-    refused = [
-        ({"spec_file": "../db/stead.db"}, "spec_file is the name"),
-        ({"spec_file": "missing.yaml"}, "spec"),
-        ({"spec": {"name": "x", "model": "scripted:/etc/passwd", "tools": ["read_file"]}},
-         "scripted and recorded models"),
-        ({"spec": {"name": "x", "model": {"provider": "openai", "name": "m"},
-                   "tools": ["os:system"]}}, "only stead's own tools"),
-        ({"spec": {"name": "x", "model": {"provider": "openai", "name": "m"},
-                   "mcp": {"s": {"command": ["sh"]}}}}, "starts no MCP servers"),
-        ({"spec_file": "waiter.yaml", "spec": {}}, "bad_request"),
-        ({"spec_file": "waiter.yaml", "extra": 1}, "bad_request"),
-    ]  # fmt: skip
-    for body, needle in refused:
-        got = served.call("POST", "/v1/agents", "acme", "operator", json=body)
-        assert got.status_code in (400, 404), (body, got.text)
-        assert needle in got.text, (body, got.text)
-    not_json = served.call("POST", "/v1/agents", "acme", "operator", content=b"{nope")
-    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "bad_request"
-    assert served.call("GET", "/v1/agents", "acme", "viewer").json() == []
-
-
-def test_secrets_are_written_and_never_read_back(served: Served) -> None:
-    got = served.call("PUT", "/v1/secrets/API_KEY", "acme", "admin", json={"value": "s3cr3t-v"})
-    assert got.status_code == 204 and got.content == b""
-    assert served.runtime("acme").vault().get("acme", "", "API_KEY") == "s3cr3t-v"
-    read = served.call("GET", "/v1/secrets/API_KEY", "acme", "admin")
-    assert read.status_code == 405 and "s3cr3t" not in read.text
-    approver = served.call("PUT", "/v1/secrets/API_KEY", "acme", "approver", json={"value": "x"})
-    assert approver.status_code == 403
 
 
 def test_the_openapi_document_is_valid_and_lists_every_endpoint(served: Served) -> None:

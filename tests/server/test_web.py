@@ -25,15 +25,6 @@ def logged_in(served: Served, tenant: str = "acme", role: str = "approver") -> s
     return found.group(1)
 
 
-def test_the_pages_need_a_login_and_a_bad_token_is_logged(served: Served) -> None:
-    for path in ("/", "/approvals", "/agents/ag_x"):
-        got = served.client.get(path, follow_redirects=False)
-        assert got.status_code == 303 and got.headers["location"] == f"/login?next={path}"
-    bad = served.client.post("/login", data={"token": "stead.tok_nope.x"})
-    assert bad.status_code == 401 and "not valid" in bad.text
-    assert served.server.tokens.operator_log()[-1].data["path"] == "/login"
-
-
 def test_a_person_approves_from_the_inbox_for_a_window_once(served: Served) -> None:
     agent_id, approval_id = waiting_approval(served)
     csrf = logged_in(served)
@@ -69,17 +60,6 @@ def test_a_denial_from_the_page_reaches_the_agent(served: Served) -> None:
     assert "not today" in served.client.get(f"/agents/{agent_id}").text
 
 
-def test_a_viewer_sees_the_inbox_but_cannot_answer(served: Served) -> None:
-    _, approval_id = waiting_approval(served)
-    csrf = logged_in(served, role="viewer")
-    inbox = served.client.get("/approvals")
-    assert approval_id in inbox.text and "Approve</button>" not in inbox.text
-    got = served.client.post(f"/approvals/{approval_id}/approve",
-                             data={"valid_for": "1 hour", "csrf": csrf})  # fmt: skip
-    assert got.status_code == 403
-    assert len(served.call("GET", "/v1/approvals", "acme", "viewer").json()) == 1
-
-
 def test_another_tenant_s_agent_is_not_found_and_revoking_ends_the_session(
     served: Served,
 ) -> None:
@@ -93,33 +73,6 @@ def test_another_tenant_s_agent_is_not_found_and_revoking_ends_the_session(
     assert gone.status_code == 303 and gone.headers["location"] == "/login?next=/"
 
 
-def test_what_an_agent_wrote_is_shown_as_text_never_run(served: Served) -> None:
-    hostile = "<script>alert('x')</script><img src=x onerror=alert(1)>"
-    write_spec(served.specs, "hostile",
-               [{"tool": "write_file", "args": {"path": "a.txt", "content": hostile}},
-                {"finish": hostile}], autonomy="act_with_approval")  # fmt: skip
-    agent_id = made(served, "hostile.yaml")
-    run_until(served, agent_id, {"waiting"})
-    logged_in(served)
-    for path in ("/approvals", f"/agents/{agent_id}"):
-        page = served.client.get(path).text
-        assert "<script>alert" not in page and "<img src=x" not in page
-        assert "&lt;script&gt;" in page or "\\u003cscript" in page
-
-
-def test_the_page_s_session_may_read_the_stream_but_never_write_through_the_api(
-    served: Served,
-) -> None:
-    agent_id = made(served, "waiter.yaml")
-    logged_in(served, role="admin")
-    with served.client.stream("GET", f"/v1/agents/{agent_id}/stream") as answer:
-        assert answer.status_code == 200
-        first = next(line for line in answer.iter_lines() if line.startswith("id: "))
-        assert first == "id: 1"
-    write = served.client.post(f"/v1/agents/{agent_id}/messages", json={"text": "hi"})
-    assert write.status_code == 401  # a cookie is no credential for a change
-
-
 @pytest.mark.parametrize("path", ["/", "/approvals", "/login"])
 def test_pages_fit_a_phone_s_width(served: Served, path: str) -> None:
     if path != "/login":
@@ -127,23 +80,6 @@ def test_pages_fit_a_phone_s_width(served: Served, path: str) -> None:
     page = served.client.get(path).text
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
     assert "@media (max-width: 640px)" in page
-
-
-def test_a_login_goes_on_to_the_page_asked_for_and_never_to_another_site(
-    served: Served,
-) -> None:
-    agent_id = made(served, "waiter.yaml")
-    asked = served.client.get(f"/agents/{agent_id}", follow_redirects=False)
-    form = served.client.get(asked.headers["location"]).text
-    assert f'name="next" value="/agents/{agent_id}"' in form
-    token = served.tokens[("acme", "viewer")]
-    for where, lands in [(f"/agents/{agent_id}", f"/agents/{agent_id}"),
-                         ("//evil.example/x", "/"), ("https://evil.example/", "/"),
-                         ("/\\evil.example", "/"), ("", "/")]:  # fmt: skip
-        served.client.cookies.clear()
-        got = served.client.post("/login", data={"token": token, "next": where},
-                                 follow_redirects=False)  # fmt: skip
-        assert got.status_code == 303 and got.headers["location"] == lands, where
 
 
 def test_an_agent_s_page_shows_scope_snapshots_certificate_and_provenance(
