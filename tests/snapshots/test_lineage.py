@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import signal
 import subprocess
 import sys
@@ -13,11 +11,11 @@ from typing import Any
 import pytest
 
 from stead import FakeClock, Kind, Runtime
-from stead.errors import ArchiveError, NotFound, SteadError, StoreError, UsageError
+from stead.errors import NotFound, SteadError, StoreError, UsageError
 from stead.governance.identity import IDENTITY_SECRET
 from stead.integrity.keys import ensure_identity
 from stead.runtime.activation import Activation
-from stead.snapshots.archive import HEADER, partial_path, read_archive
+from stead.snapshots.archive import partial_path, read_archive
 from stead.store.sqlite import SqliteStore
 from stead.tools.base import as_tool
 from stead.tools.builtin import BUILTINS
@@ -173,93 +171,6 @@ def _flip(path: Path, at: int) -> None:
     data = bytearray(path.read_bytes())
     data[at] ^= 0x20
     path.write_bytes(bytes(data))
-
-
-def members(raw: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
-    """The magic line and members of an archive, by the framing docs/… describe."""
-    first = raw.index(b"\n") + 1
-    out, at = [], first
-    end_of_members = raw.rindex(b"sha256 ")
-    while at < end_of_members:
-        nl = raw.index(b"\n", at)
-        name, size = raw[at:nl].decode().rsplit(" ", 1)
-        out.append((name, raw[nl + 1 : nl + 1 + int(size)]))
-        at = nl + 1 + int(size) + 1
-    return raw[:first], out
-
-
-def rebuild(magic: bytes, parts: list[tuple[str, bytes]]) -> bytes:
-    body = magic + b"".join(f"{n} {len(d)}\n".encode() + d + b"\n" for n, d in parts)
-    return body + f"sha256 {hashlib.sha256(body).hexdigest()}\n".encode()
-
-
-@pytest.mark.parametrize("where", ["magic", "header", "journal", "state", "blob", "framing", "end"])
-def test_a_flipped_byte_anywhere_is_refused_and_the_store_is_unchanged(
-    tmp_path: Path, where: str
-) -> None:
-    rt = runtime_at(tmp_path / "a", FakeClock())
-    agent = waiting_agent(rt, tmp_path / "a")
-    archive = tmp_path / "agent.stead"
-    rt.export(agent, archive)
-    raw = archive.read_bytes()
-    offsets = {
-        "magic": 3,
-        "header": raw.index(b'"archive_id"') + 16,
-        "journal": raw.index(b"\njournal.jsonl.zst ") + 40,
-        "state": raw.index(b"\nstate.json.zst ") + 30,
-        "blob": raw.index(b"\nblobs/") + 90,
-        "framing": raw.index(b"\nstate.json.zst ") + len(b"\nstate.json.zst "),
-        "end": len(raw) - 5,
-    }
-    data = bytearray(raw)
-    data[offsets[where]] ^= 0x01
-    archive.write_bytes(bytes(data))
-    other = runtime_at(tmp_path / "b", FakeClock())
-    with pytest.raises(ArchiveError, match=r"not a stead archive|checksum"):
-        other.import_archive(archive)
-    assert other.store.list_agents() == []
-    assert not list((tmp_path / "b" / "data").rglob("blobs/*/*/*"))
-
-
-def test_truncated_tampered_and_future_archives_are_refused_with_reasons(
-    tmp_path: Path,
-) -> None:
-    rt = runtime_at(tmp_path / "a", FakeClock())
-    agent = waiting_agent(rt, tmp_path / "a")
-    archive = tmp_path / "agent.stead"
-    rt.export(agent, archive)
-    raw = archive.read_bytes()
-    magic, parts = members(raw)
-    assert [n for n, _ in parts][:3] == [HEADER, "journal.jsonl.zst", "state.json.zst"]
-    assert rebuild(magic, parts) == raw  # the framing is what the module docstring says
-
-    cut = tmp_path / "cut.stead"
-    cut.write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(ArchiveError, match=r"truncated|checksum"):
-        read_archive(cut)
-
-    def rewritten(name: str, change: Any, magic: bytes = magic) -> Path:
-        out = tmp_path / name
-        new = [
-            (n, json.dumps(change(json.loads(d))).encode() if n == HEADER else d) for n, d in parts
-        ]
-        out.write_bytes(rebuild(magic, new))
-        return out
-
-    moved = rewritten("moved.stead", lambda h: {**h, "move": True})
-    with pytest.raises(ArchiveError, match="signature does not verify"):
-        read_archive(moved)
-    swapped = tmp_path / "swapped.stead"
-    swapped.write_bytes(
-        rebuild(magic, [(n, d + b"x" if n == "state.json.zst" else d) for n, d in parts])
-    )
-    with pytest.raises(ArchiveError, match=r"state.json.zst does not match its checksum"):
-        read_archive(swapped)
-    future = rewritten("future.stead", lambda h: h, magic=b"stead-archive 2\n")
-    with pytest.raises(ArchiveError, match=r"format version 2.*upgrade stead"):
-        read_archive(future)
-    with pytest.raises(ArchiveError, match="no archive"):
-        read_archive(tmp_path / "missing.stead")
 
 
 def test_export_needs_the_agents_key(tmp_path: Path) -> None:
