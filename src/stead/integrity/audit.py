@@ -13,8 +13,10 @@ Five things must hold, and :func:`audit` reports the first that does not:
    together with its state row is caught too; an agent without a key is
    reported as not anchored;
 5. the agent's workspace is what its last committed manifest says (a stale
-   worker that wrote after the agent moved on is caught), when it is given and
-   no worker holds the agent now.
+   worker that wrote after the agent moved on is caught), and the store is not
+   behind the last commit a worker on this host recorded beside it (a store
+   put back, :mod:`stead.integrity.workhead`), when it is given and no worker
+   holds the agent now.
 
 1 to 3 are :func:`~stead.integrity.chaincheck.audit_journal`, which is also
 the full check an activation makes of an agent that has no anchor yet.
@@ -31,6 +33,7 @@ from ..state import State
 from ..store.base import Store
 from .anchoring import signature_valid, vault_key
 from .chaincheck import AuditReport, audit_journal
+from .workhead import store_behind
 
 
 def audit(
@@ -117,7 +120,8 @@ def _drift(
     if lease is not None and now is not None and lease.live(now):
         return replace(report, anchor=f"{report.anchor}; workspace not compared: it is running")
     delta = diff(dict(state.manifest), workspace.scan())
-    if not delta:
+    behind = store_behind(store, state, workspace)  # the store put back (see .workhead)
+    if not delta and behind is None:
         return report
     added = sorted(p for p in delta.changed if p not in state.manifest)
     changed = sorted(p for p in delta.changed if p in state.manifest)
@@ -126,12 +130,10 @@ def _drift(
         for label, paths in (("changed", changed), ("added", added), ("removed", delta.removed))
         if paths
     ]
-    return replace(
-        report,
-        ok=False,
-        head_hash=None,
-        drift=tuple(delta.paths()),
-        reason=f"the workspace differs from the last committed manifest (event "
-        f"{state.version}): {'; '.join(parts)}. Something wrote to it outside a committed "
-        "step (a worker that had lost its lease, or a person)",
-    )
+    drift = f"the workspace differs from the last committed manifest (event {state.version})"
+    if behind is not None:
+        drift = f"{behind}; {drift}: {'; '.join(parts)}" if parts else behind
+    else:
+        drift += f": {'; '.join(parts)}. Something wrote to it outside a committed step (a "
+        drift += "worker that had lost its lease, or a person)"
+    return replace(report, ok=False, head_hash=None, drift=tuple(delta.paths()), reason=drift)

@@ -1,6 +1,7 @@
 """What an activation does first: put the workspace back, settle interrupted calls.
 
-Run once, right after the lease is taken and before any step:
+Run once, right after the lease is taken and before any step (and not at all
+on a store put back behind this host's workspace: :mod:`stead.integrity.workhead`):
 
 1. The workspace is compared with the last committed manifest and restored to
    it; a ``workspace_restored`` event names every path that was put back.
@@ -14,6 +15,7 @@ Run once, right after the lease is taken and before any step:
 
 from __future__ import annotations
 
+from ..integrity.workhead import check
 from ..journal import Kind
 from ..tools.base import jsonable
 from .activation import Activation
@@ -21,6 +23,9 @@ from .activation import Activation
 
 def recover(act: Activation, activation_id: str) -> tuple[str, ...]:
     """Restore the workspace and settle pending intents; return the restored paths."""
+    if (head := check(act)) is None:  # the store went back: running would repeat what it lost
+        return ()
+    act.on_commit = head.after(act.on_commit)  # each commit from now on, recorded beside it
     state = act.state
     delta = act.workspace.restore(state.manifest)
     act.manifest = dict(state.manifest)

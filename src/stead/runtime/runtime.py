@@ -338,7 +338,7 @@ class Runtime(AuthorityActions):
             {k: e.data[k] for k in ("rule", "verdict", "message", "events")}
             for e in events
             if e.kind == Kind.VIOLATION
-            and e.data["rule"] != "quarantine"  # a person's, not a rule's
+            and e.data["rule"] not in ("quarantine", "store_behind")  # not a monitor's
         ]
         return found, journaled
 
