@@ -51,7 +51,7 @@ from ..redaction import Redactor
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, openable
 from ..sandbox.session import SandboxSession
-from ..sandbox.workspace import Manifest, Workspace, diff
+from ..sandbox.workspace import Manifest, Quota, Workspace, diff
 from ..state import State, apply_in_place
 from ..store.base import AgentRecord, Batch, Lease, Store
 from ..store.groupcommit import GroupCommitter
@@ -370,7 +370,7 @@ class Activation:
             result["tainted"] = True  # the state names it, so a restart remembers it
         return result
 
-    def scan_delta(self, limit: int | None = None) -> dict[str, Any]:
+    def scan_delta(self, limit: Quota | None = None) -> dict[str, Any]:
         """Scan the workspace; return the delta since the last committed manifest."""
         now_manifest = self.workspace.scan(limit)
         delta = diff(self.manifest, now_manifest)

@@ -13,13 +13,9 @@ The byte quota is held three ways, each a backstop for the one before:
    past it; the workspace is then put back as it was before the call, and the
    call's result is an error that says so.
 
-The same scan stops at the file after the last one ``workspace_files``
-allows, before listing the rest, and at the first file no workspace path can
-name (:func:`stead.sandbox.paths.check_relative`: ``..\\x``, a name that is
-not UTF-8, a path too long or too deep), which every later restore would
-refuse: the call fails the same way, so such a file never reaches a
-manifest. So the scan after a call reads at most the quota's bytes and lists
-at most its files, whatever the command left.
+The scan also stops past ``workspace_files`` entries, and at a file every
+restore would refuse (:func:`stead.sandbox.paths.check_relative`), failing
+the call the same way.
 
 A command can still fill the disk up to the quota several times over *while*
 it runs (many files, each under the per-file cap); what it leaves behind is
@@ -33,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PathEscape, WorkspaceFull
 from ..sandbox.base import Limits
-from ..sandbox.workspace import Quota, diff
+from ..sandbox.workspace import Quota
 from ..spec import DEFAULT_COMMAND_SECONDS, DEFAULT_WORKSPACE_FILES, DEFAULT_WORKSPACE_MB
 from ..tools.base import Effect, Tool
 
@@ -43,16 +39,11 @@ if TYPE_CHECKING:
 _NO_CAP = 2**62
 
 
-def quota_bytes(spec: Mapping[str, Any]) -> int:
-    """The workspace quota a stored spec sets."""
-    return int((spec.get("limits") or {}).get("workspace_mb", DEFAULT_WORKSPACE_MB)) * 2**20
-
-
 def quota(spec: Mapping[str, Any]) -> Quota:
-    """The bytes and the files and folders a stored spec lets a workspace hold (a
-    spec stored before ``workspace_files`` existed gets its default)."""
-    files = (spec.get("limits") or {}).get("workspace_files", DEFAULT_WORKSPACE_FILES)
-    return Quota(quota_bytes(spec), int(files))
+    """The bytes, and the files and folders, a stored spec lets a workspace hold."""
+    limits = spec.get("limits") or {}
+    mib, files = limits.get("workspace_mb", DEFAULT_WORKSPACE_MB), limits.get("workspace_files")
+    return Quota(int(mib) * 2**20, int(files or DEFAULT_WORKSPACE_FILES))
 
 
 def tool_limits(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,16 +53,16 @@ def tool_limits(spec: Mapping[str, Any]) -> dict[str, Any]:
     limits to what a tool asks (``Limits``' defaults otherwise).
     """
     seconds = float((spec.get("limits") or {}).get("command_seconds", DEFAULT_COMMAND_SECONDS))
-    quota = quota_bytes(spec)
+    quota_bytes = quota(spec).max_bytes
     ceiling = Limits(
         wall_seconds=seconds,
         cpu_seconds=None,
         memory_bytes=None,
         processes=None,
         output_bytes=_NO_CAP,
-        file_bytes=quota,
+        file_bytes=quota_bytes,
     )
-    return {"ceiling": ceiling, "quota_bytes": quota}
+    return {"ceiling": ceiling, "quota_bytes": quota_bytes}
 
 
 def settle_workspace(
@@ -86,14 +77,10 @@ def settle_workspace(
     if tool.effect is Effect.READ_ONLY:
         return result, {}
     try:
-        # scanned here rather than by act.scan_delta, which knows a byte limit only
-        now = act.workspace.scan(quota(act.record.spec))
+        return result, act.scan_delta(quota(act.record.spec))
     except (WorkspaceFull, PathEscape) as exc:
         act.workspace.restore(act.manifest)  # the offending files go with the rest
         failed = {"ok": False, "error": f"{exc}; this call's changes to the files were undone"}
         if "output" in result:
             failed["output"] = result["output"]
         return failed, act.scan_delta()
-    delta = diff(act.manifest, now)
-    act.manifest, act.dirty = now, False
-    return result, ({"changed": delta.changed, "removed": delta.removed} if delta else {})

@@ -89,7 +89,7 @@ class Workspace:
         """The absolute path of ``rel`` inside the workspace; refuse escapes."""
         return resolve_inside(self.root, rel)
 
-    def scan(self, limit: int | Quota | None = None, keep: bool = True) -> Manifest:
+    def scan(self, quota: Quota | None = None, keep: bool = True) -> Manifest:
         """The manifest of the folder as it is now; new content goes to the blob store.
 
         A file whose path breaks the one rule for workspace paths
@@ -97,17 +97,16 @@ class Workspace:
         UTF-8, too long or too deep), or a folder too deep or unreadable to look
         into, is never put in a manifest, since every restore would refuse it.
 
-        With ``limit`` (a :class:`Quota`, or bytes alone), the scan is the check
-        after a call: the first such file raises
-        :class:`~stead.errors.PathEscape`, and a folder past the quota raises
-        :class:`~stead.errors.WorkspaceFull` as soon as the walk sees it (more
-        bytes than allowed, before the content past them is stored; more files
-        and folders than allowed, before the rest is even listed). So one scan
-        costs at most the quota, whatever a command left. Without ``limit``,
-        such files are left out and named in :attr:`refused`. Without ``keep``,
-        nothing new is stored (the scan only compares).
+        With a ``quota``, the scan is the check after a call: the first such
+        file raises :class:`~stead.errors.PathEscape`, and a folder past the
+        quota raises :class:`~stead.errors.WorkspaceFull` as soon as the walk
+        sees it (more bytes than allowed, before the content past them is
+        stored; more files and folders than allowed, before the rest is even
+        listed). So one scan costs at most the quota, whatever a command left.
+        Without a ``quota``, such files are left out and named in
+        :attr:`refused`. Without ``keep``, nothing new is stored (the scan only
+        compares).
         """
-        quota = Quota(limit) if isinstance(limit, int) else limit
         manifest: Manifest = {}
         self.refused = []
         if not self.root.exists():
