@@ -79,56 +79,6 @@ def test_a_per_tool_override_beats_the_agent_level(tmp_path: Path) -> None:
     rt.close()
 
 
-@pytest.mark.parametrize(
-    ("action", "what"),
-    [
-        ({"grant": {"tool": "shell"}}, "grant itself scope"),
-        ({"approve": "apr_anything"}, "cannot approve"),
-        ({"set_autonomy": "act_autonomously"}, "cannot change its autonomy"),
-    ],
-)
-def test_an_agent_cannot_widen_its_own_authority(
-    tmp_path: Path, action: dict[str, object], what: str
-) -> None:
-    rt = runtime_at(tmp_path, FakeClock())
-    agent = make_agent(
-        rt,
-        tmp_path,
-        [action, PROBE, {"finish": "done"}],
-        autonomy="observe",
-        scope=[{"tool": "probe"}],
-    )
-    before = rt.store.load_state(agent)
-    seen: list[str] = []
-
-    class Watching:
-        name = "watching"
-
-        def __init__(self, inner: object) -> None:
-            self.inner = inner
-
-        def decide(self, context: object) -> object:
-            seen.append(context.text)  # type: ignore[attr-defined]
-            return self.inner.decide(context)  # type: ignore[attr-defined]
-
-    from stead.models.registry import model_for
-
-    model = Watching(model_for(rt.store.get_record(agent).spec))
-    state = run(rt, agent, model=model).state
-    (refused,) = [e for e in rt.store.read_events(agent) if e.kind == Kind.GOVERNANCE_REFUSED]
-    assert what in refused.data["reason"]
-    assert refused.data["type"] == next(iter(action))
-
-    def definitions(grants: dict[str, dict[str, object]]) -> dict[str, object]:
-        return {gid: {k: v for k, v in g.items() if k != "uses"} for gid, g in grants.items()}
-
-    assert definitions(state.grants) == definitions(before.grants)  # nothing widened
-    assert (state.autonomy, state.tool_autonomy) == ("observe", {})
-    assert what in seen[1]  # the refusal is in the model's next context
-    assert state.status == "completed"
-    rt.close()
-
-
 def test_a_script_with_an_unknown_action_is_refused_when_loaded(tmp_path: Path) -> None:
     rt = runtime_at(tmp_path, FakeClock())
     with pytest.raises(SpecError, match="unknown action 'sudo'"):

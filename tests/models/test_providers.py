@@ -10,7 +10,7 @@ import asyncio
 import functools
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -52,7 +52,7 @@ CONTEXT = RenderedContext(text="# Agent a\n\n## Goals\n(none)\n", hash="h", step
 ON_LOOP = False
 
 
-@pytest.fixture(params=["threads", "event-loop"], autouse=True)
+@pytest.fixture(params=["threads", "event-loop"])
 def asking(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each test twice: the model asked in the thread (``decide``, as ``stead run``
     and the threaded worker ask), and on an event loop over the parked worker's
@@ -61,6 +61,10 @@ def asking(request: pytest.FixtureRequest) -> Iterator[None]:
     ON_LOOP = request.param == "event-loop"
     yield
     ON_LOOP = False
+
+
+pytestmark = pytest.mark.usefixtures("asking")
+"""Every test here, asked both ways (tests/attacks/test_model_answers.py asks the same)."""
 
 
 def on_loop(model: ProviderModel, context: RenderedContext) -> Decision:
@@ -164,35 +168,6 @@ def test_parallel_calls_are_one_decision_with_actions_in_order(
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-@pytest.mark.parametrize(
-    ("answer", "reason"),
-    [
-        (lambda p: text_answer(p, "I think I am done."), "called no tool"),
-        (lambda p: tool_answer(p, ("rm_rf", {})), "there is no tool 'rm_rf'"),
-        (lambda p: tool_answer(p, ("read_file", {"path": 3})), "do not fit its schema at path"),
-        (lambda p: tool_answer(p, ("read_file", {})), "'path' is a required property"),
-        (lambda p: tool_answer(p, ("finish", {"summary": "x", "extra": 1})), "do not fit"),
-    ],
-)
-def test_an_unusable_answer_is_refused_with_the_reason(
-    server: FakeServer, provider: str, answer: Callable[[str], Reply], reason: str
-) -> None:
-    model, _ = make(provider, server.url)
-    server.queue(answer(provider))
-    with pytest.raises(InvalidAnswer, match=reason) as err:
-        model.decide(CONTEXT)
-    assert err.value.answer is not None and err.value.usage is not None
-    assert [a.status for a in err.value.attempts] == [200]
-
-
-def test_openai_arguments_that_are_not_json_are_refused(server: FakeServer) -> None:
-    model, _ = make("openai", server.url)
-    server.queue(Reply(200, openai_answer([openai_call("c1", "read_file", '{"path": ')])))
-    with pytest.raises(InvalidAnswer, match="not valid JSON"):
-        model.decide(CONTEXT)
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_refusal_is_an_unusable_answer(server: FakeServer, provider: str) -> None:
     model, _ = make(provider, server.url)
     if provider == "openai":
@@ -261,16 +236,6 @@ def test_a_context_too_long_answer_is_its_own_error(server: FakeServer, provider
         model.decide(CONTEXT)
 
 
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_malformed_answers_are_model_errors_not_crashes(server: FakeServer, provider: str) -> None:
-    model, _ = make(provider, server.url)
-    server.queue(Reply(200, raw=b"<html>gateway</html>"), Reply(200, {"unexpected": True}))
-    with pytest.raises(ModelError, match="not JSON"):
-        model.decide(CONTEXT)
-    with pytest.raises(ModelError, match="not in its wire format"):
-        model.decide(CONTEXT)
-
-
 def test_the_request_is_the_same_bytes_for_the_same_context(server: FakeServer) -> None:
     model, _ = make("openai", server.url, temperature=0.3, max_tokens=512)
     server.queue(tool_answer("openai", ("finish", {"summary": "a"})))
@@ -310,42 +275,6 @@ def test_bad_model_options_are_refused_naming_what_is_wrong(value: Any, problem:
     with pytest.raises(SpecError, match="spec field 'model'") as err:
         parse_model(value)
     assert problem in str(err.value)
-
-
-@pytest.mark.parametrize(
-    ("raw", "problem"),
-    [
-        # a token count no integer can hold
-        (b'{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[]}}],'
-         b'"usage":{"prompt_tokens":1e400}}', "not finite"),
-        # NaN and an infinite number in the arguments
-        (b'{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function",'
-         b'"function":{"name":"wait","arguments":"{\\"seconds\\": 1e400}"}}]}}]}',
-         "not valid JSON"),
-        (b'{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function",'
-         b'"function":{"name":"remember","arguments":"{\\"values\\": {\\"x\\": NaN}}"}}]}}]}',
-         "not valid JSON"),
-        # nesting deep enough to exhaust the recursion limit
-        (b'{"choices":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "not JSON"),
-        (b'{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[]}}],'
-         b'"usage":{"prompt_tokens":NaN}}', "not JSON"),
-    ],
-)  # fmt: skip
-def test_a_hostile_answer_is_an_error_never_a_crash(
-    server: FakeServer, raw: bytes, problem: str
-) -> None:
-    model, _ = make("openai", server.url)
-    server.queue(Reply(200, raw=raw))
-    with pytest.raises(ModelError, match=problem):
-        model.decide(CONTEXT)
-
-
-def test_negative_token_counts_count_as_none(server: FakeServer) -> None:
-    model, _ = make("anthropic", server.url)
-    body = anthropic_answer([anthropic_use("t1", "finish", {"summary": "x"})], input_tokens=-500)
-    server.queue(Reply(200, body))
-    usage = model.decide(CONTEXT).usage
-    assert usage is not None and usage["input_tokens"] == 0 and usage["tokens"] == 20
 
 
 def test_openais_own_endpoint_gets_max_completion_tokens() -> None:

@@ -16,7 +16,7 @@ from stead.store.sqlite import SqliteStore
 
 from .agents import runtime
 from .fake_servers import FakeServer
-from .test_providers import error, text_answer, tool_answer
+from .test_providers import error, tool_answer
 
 KEY = "sk-live-4f1c9a7e2b8d6035"
 PROVIDERS = ["openai", "anthropic"]
@@ -70,38 +70,6 @@ def test_a_real_agent_runs_to_its_finish_with_cost_and_attempts_journaled(
     for path in [tmp_path / "s.db", *(tmp_path / "data").rglob("*")]:
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_unusable_answers_are_shown_back_then_stop_the_agent(
-    tmp_path: Path, server: FakeServer, provider: str
-) -> None:
-    rt = runtime(tmp_path)
-    agent_id = agent(rt, tmp_path, provider, server.url, invalid_answers=3)
-    server.queue(
-        text_answer(provider, "Sure, I will write the file."),
-        tool_answer(provider, ("write_file", {"path": "hello.txt", "content": "hi"})),
-        text_answer(provider, "Done!"),
-        tool_answer(provider, ("no_such_tool", {})),
-        tool_answer(provider, ("read_file", {"path": 7})),
-    )
-    state = rt.run(agent_id).state
-    assert state.status == "needs_attention"
-    assert "gave 3 answers in a row that could not be used" in state.status_reason
-    refused = kinds(rt, agent_id, Kind.ANSWER_REFUSED)
-    assert [r["reason"][:30] for r in refused] == [
-        "your answer called no tool; ev",
-        "your answer called no tool; ev",
-        "there is no tool 'no_such_tool",
-        "the arguments of your call of ",
-    ]
-    assert refused[0]["answer"]["text"] == "Sure, I will write the file."
-    # the refusal was in the very next request the model got
-    text = str(server.seen[1].body)
-    assert "could not be used: your answer called no tool" in text
-    # a decision in between reset the count: 1 refused, 1 decision, then 3 in a row
-    assert len(kinds(rt, agent_id, Kind.DECISION)) == 1
-    rt.close()
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
