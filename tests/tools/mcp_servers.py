@@ -9,8 +9,8 @@ Run as ``python -m tests.tools.mcp_servers [MODE]``:
 ``http FD``
     serve streamable HTTP on the listening socket inherited as fd ``FD``.
 
-And for the agent-level tests (``tests/tools/test_mcp_faults.py`` and
-``test_mcp_remote.py``), which run it as a script (``python
+And for the agent-level tests (``tests/attacks/test_mcp_servers.py`` and
+``tests/tools/test_mcp_remote.py``), which run it as a script (``python
 .../mcp_servers.py MODE``, inside the agent's sandbox):
 
 ``agent TAG``

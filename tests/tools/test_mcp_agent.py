@@ -108,22 +108,6 @@ def test_an_agent_reads_the_time_and_commits_through_git_in_its_sandbox(
     assert server_processes("mcp-server-time") == []
 
 
-def test_an_mcp_server_in_the_sandbox_sees_only_the_workspace(
-    tmp_path: Path, bwrap: BwrapSandbox
-) -> None:
-    """The git server is asked about a folder outside the workspace: the store's."""
-    seeded_repo(tmp_path)
-    subprocess.run(["git", "init", "-q", str(tmp_path / "data")], check=True)
-    script = [{"tool": "git__git_status", "args": {"repo_path": str(tmp_path / "data")}},
-              {"finish": "done"}]  # fmt: skip
-    git = {**GIT, "command": ["mcp-server-git"]}  # no --repository: any path it can see
-    rt, agent_id = make(tmp_path, bwrap, script, workspace="seed", mcp=[git])
-    rt.run(agent_id)
-    (result,) = events(rt, agent_id, Kind.TOOL_RESULT)
-    assert not result["ok"] and str(tmp_path) in result["error"]
-    rt.close()
-
-
 def test_the_spec_decides_effect_classes_and_hints_never_lower_them(tmp_path: Path) -> None:
     script = [{"tool": "time__get_current_time", "args": {"timezone": "UTC"}},
               {"finish": "done"}]  # fmt: skip

@@ -10,8 +10,6 @@ itself would allow, the sandbox still hides.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +21,6 @@ import yaml
 from tests.needs import missing
 
 from stead import FakeClock, Kind, Runtime, parse_spec
-from stead.errors import McpServerError
 from stead.sandbox.bwrap import BwrapSandbox
 from stead.store.sqlite import SqliteStore
 
@@ -123,62 +120,3 @@ def test_an_agent_writes_and_reads_its_workspace_through_the_filesystem_server(
     intents = {d["tool"]: d["effect"] for d in events(rt, agent_id, Kind.TOOL_INTENT)}
     assert intents == {"fs__create_directory": "idempotent", "fs__write_file": "idempotent"}
     rt.close()
-
-
-def test_the_filesystem_server_reads_nothing_of_the_host(
-    tmp_path: Path, bwrap: BwrapSandbox, npm_dir: Path
-) -> None:
-    store = str(tmp_path / "s.db")
-    script = [
-        {"tool": "fs__read_text_file", "args": {"path": "/etc/passwd"}},
-        {"tool": "fs__read_text_file", "args": {"path": store}},
-        # a link the agent makes in its workspace, to the store
-        {"tool": "shell", "args": {"command": f"ln -s {store} /workspace/store.db"}},
-        {"tool": "fs__read_text_file", "args": {"path": "/workspace/store.db"}},
-        # a server that would serve the whole file system: the sandbox still hides the host
-        {"tool": "wide__read_text_file", "args": {"path": "/etc/passwd"}},
-        {"tool": "wide__read_text_file", "args": {"path": store}},
-        {"tool": "wide__read_text_file", "args": {"path": "/workspace/store.db"}},
-        {"tool": "wide__list_directory", "args": {"path": "/etc"}},
-        {"finish": "done"},
-    ]
-    servers = [fs_server(npm_dir), fs_server(npm_dir, "wide", "/")]
-    rt, agent_id = make(tmp_path, bwrap, script, mcp=servers, tools=["shell"])
-    state = rt.run(agent_id).state
-    assert state.status == "completed", state.status_reason
-    results = events(rt, agent_id, Kind.TOOL_RESULT)
-    fs_passwd, fs_store, linked, fs_link, wide_passwd, wide_store, wide_link, etc = results
-    assert linked["tool"] == "shell" and linked["ok"], linked
-    for result in (fs_passwd, fs_store, fs_link, wide_passwd, wide_store, wide_link):
-        assert result["tool"].endswith("__read_text_file") and result["ok"] is False, result
-    # the server's own check: outside the folders it was told to serve
-    for result in (fs_passwd, fs_store):
-        assert (
-            "of server fs failed: Access denied - path outside allowed directories"
-            in (result["error"])
-        )
-    # the sandbox's: the server would serve them, but they are not there
-    for result in (wide_passwd, wide_store):
-        assert "of server wide failed: ENOENT: no such file or directory" in result["error"]
-    assert "of server fs failed" in fs_link["error"]  # a link to nothing, to both
-    assert "of server wide failed" in wide_link["error"]
-    assert etc["ok"] and "passwd" not in text_of(etc["output"])  # not even its name
-    # nothing of the host's files reached the journal
-    journal = json.dumps([e.data for e in rt.store.read_events(agent_id)])
-    lines = [line for line in Path("/etc/passwd").read_text().splitlines() if line.strip()]
-    assert lines and not [line for line in lines if line in journal]
-    assert "SQLite format 3" not in journal
-    rt.close()
-    assert os.path.islink(rt.workspace(agent_id, "default").root / "store.db")
-
-
-def test_without_its_mount_the_server_cannot_be_read_in_the_sandbox(
-    tmp_path: Path, bwrap: BwrapSandbox, npm_dir: Path
-) -> None:
-    unmounted = {**fs_server(npm_dir), "mounts": []}
-    with pytest.raises(McpServerError) as caught:
-        make(tmp_path, bwrap, [{"finish": "x"}], mcp=[unmounted])
-    message = str(caught.value)
-    assert "MCP server 'fs' could not be listed, so the agent was not made" in message
-    assert "exited with code 1 before it was ready" in message
-    assert "Cannot find module" in message and str(npm_dir / ENTRY) in message  # node's stderr

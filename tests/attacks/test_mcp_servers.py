@@ -1,18 +1,31 @@
-"""An agent whose MCP server misbehaves: the call fails, the agent goes on, nothing is left.
+"""Boundary: MCP servers (docs/security.md).
 
-The server is ``tests/tools/mcp_servers.py`` in its ``agent`` mode, run as a
-script inside the agent's bubblewrap sandbox (the spec ``mounts`` its folder).
-Each server is given a tag no other process has, on its command line, so what
-is left of it (the launcher, bubblewrap, the server, the grandchild ``hang``
-starts) can be found in ``/proc``: while the agent runs, a thread notes every
-pid whose command line carries the tag; afterwards none of them may run, none
-may be a zombie left for this process (stead) to reap, and, once the machine's
-init has reaped the orphans, none may have a /proc entry at all.
+An MCP server is a program of someone else's, or a service behind a URL, and
+may crash, hang, flood its stdout, send a message too large to hold, answer
+off its own schema, or try to read what is not its agent's. What must never
+happen: a server stalls or crashes the worker, outlives its call's timeout or
+its activation (with its children), sees more of the host than its agent's
+sandbox shows, or has a call it was serving sent again after it died.
+
+The agent-level tests run ``tests/tools/mcp_servers.py`` in its ``agent``
+mode, as a script inside the agent's bubblewrap sandbox (the spec ``mounts``
+its folder). Each server is given a tag no other process has, on its command
+line, so what is left of it (the launcher, bubblewrap, the server, the
+grandchild ``hang`` starts) can be found in ``/proc``: while the agent runs, a
+thread notes every pid whose command line carries the tag; afterwards none of
+them may run, none may be a zombie left for this process (stead) to reap, and,
+once the machine's init has reaped the orphans, none may have a /proc entry at
+all. The client-level tests talk to the same server (``tests.tools.mcp_servers``)
+through :class:`~stead.tools.mcp.McpClient` directly. The reference servers
+(git from PyPI, the filesystem server from npm) are asked for what lies outside
+the workspace.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -23,13 +36,36 @@ import pytest
 import yaml
 
 from stead import FakeClock, Kind, Runtime, parse_spec
+from stead.errors import McpServerError, ToolError
 from stead.models.base import Decision, RenderedContext
 from stead.models.scripted import ScriptedModel
 from stead.sandbox.bwrap import BwrapSandbox
 from stead.store.sqlite import SqliteStore
+from stead.tools.mcp import McpClient
 
-HERE = Path(__file__).resolve().parent
+from ..tools import test_mcp_agent as git_agents
+from ..tools import test_mcp_client as client_tests
+from ..tools import test_mcp_filesystem as filesystem
+from ..tools.test_mcp_client import (
+    SERVER,
+    _running,
+    assert_gone,
+    live_in_group,
+    pids_cgroup,
+    plain,
+    sandboxed,
+)
+
+HERE = Path(__file__).resolve().parents[1] / "tools"
+"""The folder of the misbehaving server, which its spec mounts."""
 SERVERS = str(HERE / "mcp_servers.py")
+
+workspace = client_tests.workspace
+"""An empty folder for a server started outside an agent (tests/tools/test_mcp_client.py)."""
+misbehaving = client_tests.misbehaving
+"""A client of ``tests.tools.mcp_servers``, unsandboxed (tests/tools/test_mcp_client.py)."""
+npm_dir = filesystem.npm_dir
+"""The reference filesystem server, installed once (tests/tools/test_mcp_filesystem.py)."""
 
 
 def agent_server(tag: str) -> dict[str, Any]:
@@ -305,3 +341,158 @@ def test_a_server_whose_tools_change_is_listed_again_and_offered_next_activation
     # the server listed what the agent was shown already: nothing new journaled
     assert len(events(rt, agent_id, Kind.MCP_TOOLS_LISTED)) == 2
     rt.close()
+
+
+# -- one server through the client: crashes, hangs, floods, lies -------------------------------
+
+
+def test_a_crash_mid_call_says_how_it_exited(misbehaving: McpClient) -> None:
+    pid = misbehaving.pid
+    assert pid is not None
+    with pytest.raises(McpServerError) as caught:
+        misbehaving.call_tool("crash", {}, timeout=10)
+    message = str(caught.value)
+    assert "exited with code 3 during the call to crash" in message
+    assert "crashing on purpose" in message  # its stderr
+    assert isinstance(caught.value, ToolError)
+    assert_gone(misbehaving, pid)
+    with pytest.raises(McpServerError, match=r"is closed \(it exited with code 3"):
+        misbehaving.call_tool("echo", {"text": "again?"}, timeout=10)
+
+
+def test_a_hung_server_is_killed_at_the_timeout_with_its_children(misbehaving: McpClient) -> None:
+    pid = misbehaving.pid
+    assert pid is not None
+    began = time.monotonic()
+    with pytest.raises(McpServerError, match=r"did not finish the call to hang within 0.5s"):
+        misbehaving.call_tool("hang", {}, timeout=0.5)
+    assert time.monotonic() - began < 2.5  # SIGTERM is ignored: only SIGKILL ends it
+    assert_gone(misbehaving, pid)
+    grandchild = int(misbehaving.stderr_tail().split("grandchild ")[1].split()[0])
+    assert grandchild not in live_in_group(pid) and not _running(grandchild)
+
+
+def test_a_flood_of_garbage_on_stdout_stops_the_server(misbehaving: McpClient) -> None:
+    pid = misbehaving.pid
+    assert pid is not None
+    with pytest.raises(McpServerError, match="more than 1 MiB on stdout that is not MCP"):
+        misbehaving.call_tool("flood", {}, timeout=10)
+    assert_gone(misbehaving, pid)
+
+
+def test_a_result_too_large_stops_the_server(misbehaving: McpClient) -> None:
+    pid = misbehaving.pid
+    assert pid is not None
+    with pytest.raises(McpServerError, match="sent a message longer than 8 MiB"):
+        misbehaving.call_tool("huge", {}, timeout=10)
+    assert_gone(misbehaving, pid)
+
+
+def test_a_result_off_its_output_schema_is_refused_but_the_server_lives(
+    misbehaving: McpClient,
+) -> None:
+    with pytest.raises(McpServerError, match=r"Invalid structured content .* badschema"):
+        misbehaving.call_tool("badschema", {}, timeout=10)
+    assert misbehaving.alive
+    assert misbehaving.call_tool("echo", {"text": "still here"}, timeout=10)["isError"] is False
+
+
+def test_a_server_that_exits_at_start_says_why(workspace: Path) -> None:
+    with pytest.raises(McpServerError) as caught:
+        McpClient.stdio([*SERVER, "exit"], start=plain(workspace))
+    assert "exited with code 7 before it was ready" in str(caught.value)
+    assert "cannot start: no configuration" in str(caught.value)
+    with pytest.raises(McpServerError, match=r"could not be started: .*No such file"):
+        McpClient.stdio(["/nonexistent/server"], start=plain(workspace))
+
+
+def test_a_hung_server_in_bubblewrap_leaves_nothing(bwrap: BwrapSandbox, workspace: Path) -> None:
+    with McpClient.stdio(SERVER, start=sandboxed(bwrap, workspace)) as client:
+        pid = client.pid
+        assert pid is not None
+        group = pids_cgroup(pid)
+        with pytest.raises(McpServerError, match="did not finish the call to hang"):
+            client.call_tool("hang", {}, timeout=0.5)
+        assert "grandchild" in client.stderr_tail()
+    assert_gone(client, pid)
+    assert group is None or not group.exists()
+
+
+# -- what a server in the sandbox can reach -----------------------------------------------------
+
+
+def test_an_mcp_server_in_the_sandbox_sees_only_the_workspace(
+    tmp_path: Path, bwrap: BwrapSandbox
+) -> None:
+    """The git server is asked about a folder outside the workspace: the store's."""
+    git_agents.seeded_repo(tmp_path)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "data")], check=True)
+    script = [{"tool": "git__git_status", "args": {"repo_path": str(tmp_path / "data")}},
+              {"finish": "done"}]  # fmt: skip
+    git = {**git_agents.GIT, "command": ["mcp-server-git"]}  # no --repository: any path it can see
+    rt, agent_id = git_agents.make(tmp_path, bwrap, script, workspace="seed", mcp=[git])
+    rt.run(agent_id)
+    (result,) = git_agents.events(rt, agent_id, Kind.TOOL_RESULT)
+    assert not result["ok"] and str(tmp_path) in result["error"]
+    rt.close()
+
+
+def test_the_filesystem_server_reads_nothing_of_the_host(
+    tmp_path: Path, bwrap: BwrapSandbox, npm_dir: Path
+) -> None:
+    store = str(tmp_path / "s.db")
+    script = [
+        {"tool": "fs__read_text_file", "args": {"path": "/etc/passwd"}},
+        {"tool": "fs__read_text_file", "args": {"path": store}},
+        # a link the agent makes in its workspace, to the store
+        {"tool": "shell", "args": {"command": f"ln -s {store} /workspace/store.db"}},
+        {"tool": "fs__read_text_file", "args": {"path": "/workspace/store.db"}},
+        # a server that would serve the whole file system: the sandbox still hides the host
+        {"tool": "wide__read_text_file", "args": {"path": "/etc/passwd"}},
+        {"tool": "wide__read_text_file", "args": {"path": store}},
+        {"tool": "wide__read_text_file", "args": {"path": "/workspace/store.db"}},
+        {"tool": "wide__list_directory", "args": {"path": "/etc"}},
+        {"finish": "done"},
+    ]
+    servers = [filesystem.fs_server(npm_dir), filesystem.fs_server(npm_dir, "wide", "/")]
+    rt, agent_id = filesystem.make(tmp_path, bwrap, script, mcp=servers, tools=["shell"])
+    state = rt.run(agent_id).state
+    assert state.status == "completed", state.status_reason
+    results = filesystem.events(rt, agent_id, Kind.TOOL_RESULT)
+    fs_passwd, fs_store, linked, fs_link, wide_passwd, wide_store, wide_link, etc = results
+    assert linked["tool"] == "shell" and linked["ok"], linked
+    for result in (fs_passwd, fs_store, fs_link, wide_passwd, wide_store, wide_link):
+        assert result["tool"].endswith("__read_text_file") and result["ok"] is False, result
+    # the server's own check: outside the folders it was told to serve
+    for result in (fs_passwd, fs_store):
+        assert (
+            "of server fs failed: Access denied - path outside allowed directories"
+            in (result["error"])
+        )
+    # the sandbox's: the server would serve them, but they are not there
+    for result in (wide_passwd, wide_store):
+        assert "of server wide failed: ENOENT: no such file or directory" in result["error"]
+    assert "of server fs failed" in fs_link["error"]  # a link to nothing, to both
+    assert "of server wide failed" in wide_link["error"]
+    assert etc["ok"] and "passwd" not in filesystem.text_of(etc["output"])  # not even its name
+    # nothing of the host's files reached the journal
+    journal = json.dumps([e.data for e in rt.store.read_events(agent_id)])
+    lines = [line for line in Path("/etc/passwd").read_text().splitlines() if line.strip()]
+    assert lines and not [line for line in lines if line in journal]
+    assert "SQLite format 3" not in journal
+    rt.close()
+    assert os.path.islink(rt.workspace(agent_id, "default").root / "store.db")
+
+
+def test_without_its_mount_the_server_cannot_be_read_in_the_sandbox(
+    tmp_path: Path, bwrap: BwrapSandbox, npm_dir: Path
+) -> None:
+    unmounted = {**filesystem.fs_server(npm_dir), "mounts": []}
+    with pytest.raises(McpServerError) as caught:
+        filesystem.make(tmp_path, bwrap, [{"finish": "x"}], mcp=[unmounted])
+    message = str(caught.value)
+    assert "MCP server 'fs' could not be listed, so the agent was not made" in message
+    assert "exited with code 1 before it was ready" in message
+    assert (
+        "Cannot find module" in message and str(npm_dir / filesystem.ENTRY) in message
+    )  # node's stderr
