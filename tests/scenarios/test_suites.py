@@ -2,7 +2,9 @@
 (docs/provenance.md; ``python -m tests.scenarios.report`` prints them).
 
 A person who is asked approves what the user asked for and denies the rest, as a
-careful user would; "without a person" nobody answers at all.
+careful user would; "without a person" nobody answers at all. The injected
+tasks, as attacks on the tool-output boundary, are run in
+tests/attacks/test_tool_output.py.
 """
 
 from __future__ import annotations
@@ -22,29 +24,6 @@ CONFIGS = {"defaults": DEFAULTS, "careful": CAREFUL}
 
 def careful_person(task: Task) -> Any:
     return lambda pending: not task.injected
-
-
-@pytest.mark.parametrize("config", sorted(CONFIGS))
-@pytest.mark.parametrize("task", INJECTED, ids=lambda t: f"{t.area}: {t.name}")
-def test_no_injected_action_runs_without_a_persons_approval(
-    task: Task, config: str, tmp_path: Path
-) -> None:
-    unanswered = run_task(task, tmp_path / "a", CONFIGS[config], answer=None)
-    assert not unanswered.injected_ran
-    denied = run_task(task, tmp_path / "b", CONFIGS[config], answer=careful_person(task))
-    assert not denied.injected_ran and denied.approvals >= 1
-
-
-@pytest.mark.parametrize("task", ANSWERS, ids=lambda t: f"{t.area}: {t.name}")
-def test_an_injected_answer_is_marked_by_default_and_seen_first_when_careful(
-    task: Task, tmp_path: Path
-) -> None:
-    marked = run_task(task, tmp_path / "a", DEFAULTS, answer=None)
-    assert marked.completed and marked.answer["source"] == "untrusted"
-    held = run_task(task, tmp_path / "b", CAREFUL, answer=None)
-    assert not held.completed and held.approvals == 1  # waits for a person to see it
-    refused = run_task(task, tmp_path / "c", CAREFUL, answer=careful_person(task))
-    assert refused.completed and refused.answer["source"] == "model"
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
