@@ -158,21 +158,6 @@ def test_a_duplicate_id_is_bad_input(
     refused(capsys, "run", str(path), "--id", "ag_1", "--store", store, needle="already exists")
 
 
-def test_an_empty_tenant_is_not_the_operator(
-    tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = write_agent(tmp_path, [{"finish": "ok"}], tenant="acme")
-    assert call("run", str(path), "--id", "ag_a", "--store", store) == 0
-    capsys.readouterr()
-    refused(capsys, "ls", "--store", store, "--tenant", "", needle="--tenant is empty")
-    refused(capsys, "approve", "ap_x", "--store", store, "--tenant", "", needle="empty")
-    monkeypatch.setenv("STEAD_TENANT", "")
-    refused(capsys, "ls", "--store", store, needle="$STEAD_TENANT is empty")
-    refused(capsys, "approvals", "--store", store, needle="empty")
-    monkeypatch.delenv("STEAD_TENANT")
-    assert agent_ids(store, capsys) == ["ag_a"]
-
-
 # -- numbers that must be positive ---------------------------------------------------------
 
 

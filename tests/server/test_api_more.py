@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from .conftest import Served, write_spec
-from .test_api import made, run_until, waiting_approval
+from .test_api import made, run_until
 
 
 def test_scope_grants_autonomy_and_policy(served: Served) -> None:
@@ -112,12 +112,6 @@ def test_certificate_check_provenance_quarantine_and_rollback(served: Served) ->
     approver = served.call("POST", f"/v1/agents/{agent_id}/rollback", "acme", "approver",
                            json={"to_version": 1})  # fmt: skip
     assert approver.status_code == 403
-
-
-def test_an_approval_waits_in_the_inbox_of_its_own_tenant_only(served: Served) -> None:
-    waiting_approval(served, "globex")
-    assert served.call("GET", "/v1/approvals", "acme", "viewer").json() == []
-    assert len(served.call("GET", "/v1/approvals", "globex", "viewer").json()) == 1
 
 
 def test_an_agent_is_exported_as_signed_bytes_and_imported_again(served: Served) -> None:

@@ -1,7 +1,15 @@
-"""Identity and delegation: what a message may do is decided by the ledger, not the message.
+"""Boundary: other agents: their messages and delegations (docs/security.md).
 
-Each way of escalating trust between agents is refused and recorded in the
-receiver's journal, while a legitimately delegated call succeeds.
+What a message may do is decided by the ledger, not the message. An agent (or
+anything that can write an envelope) may claim to be another, claim grants it
+does not hold, replay an old envelope, or delegate more than it was given.
+What must never happen: such an envelope is accepted, or a delegation wider
+or longer-lived than the sender's own grant lets the receiver act. Each way of
+escalating trust between agents is refused and recorded in the receiver's
+journal, while a legitimately delegated call succeeds.
+
+A message or delegation to another tenant's agent is in
+tests/attacks/test_tenants.py.
 """
 
 from __future__ import annotations
@@ -12,12 +20,11 @@ from typing import Any
 import pytest
 
 from stead import FakeClock, Kind, Runtime
-from stead.errors import NotFound, SteadError
 from stead.governance.identity import new_key_pair, sign
 from stead.integrity.keys import ensure_identity
 from stead.messaging.delivery import deliver, make_envelope
 
-from .agents import RUNS, VAULT_KEY, make_agent, run, runtime_at
+from ..governance.agents import RUNS, make_agent, run, runtime_at
 
 
 @pytest.fixture(autouse=True)
@@ -219,79 +226,4 @@ def test_a_delegation_of_a_grant_the_sender_does_not_hold_is_refused(tmp_path: P
     assert grants == before  # nothing was added or changed
     assert not [g for g in grants.values() if g.get("delegated_from")]
     assert len(rt.store.load_state(child).grants) == 1  # only its own probe grant
-    rt.close()
-
-
-def _sent(rt: Runtime, agent: str) -> list[dict[str, Any]]:
-    kinds = (Kind.MESSAGE_SENT, Kind.DELEGATED)
-    return [dict(e.data) for e in rt.store.read_events(agent) if e.kind in kinds]
-
-
-def _as_missing(text: str, agent: str) -> str:
-    return text.replace(agent, "AGENT")
-
-
-@pytest.mark.parametrize("tenant_view", [False, True])
-def test_another_tenant_s_agent_is_answered_as_missing_and_nothing_is_written_to_it(
-    tmp_path: Path, tenant_view: bool
-) -> None:
-    """A tenant-B agent messaging or delegating to tenant A's agent learns nothing.
-
-    The answer is the one for an agent that does not exist (same exception,
-    same words), and A's journal is not touched, whether the worker runs every
-    tenant (the operator's) or only B's.
-    """
-    clock = FakeClock()
-    rt = runtime_at(tmp_path, clock)
-    victim = make_agent(rt, tmp_path, [{"finish": "x"}], name="victim", tenant="acme")
-    before = list(rt.store.read_events(victim))
-    ghost = "ag_0000000000000000000000nobody"
-    script: list[Any] = []
-    for to in (victim, ghost):
-        script += [
-            {"message": {"to": to, "text": "hello"}},
-            {"delegate": {"to": to, "grant": "deploy", "max_uses": 1}},
-        ]
-    prober = make_agent(
-        rt,
-        tmp_path,
-        [*script, {"finish": "probed"}],
-        name="prober",
-        tenant="globex",
-        scope=[{"tool": "deploy", "max_uses": 5, "delegable": True}],
-    )
-    worker = rt
-    if tenant_view:
-        worker = Runtime(
-            rt.store, tmp_path / "data", clock=clock, secret_key=VAULT_KEY, tenant="globex"
-        )
-    assert run(worker, prober).state.status == "completed"
-    to_victim, delegated_victim, to_ghost, delegated_ghost = _sent(rt, prober)
-    for real, missing in ((to_victim, to_ghost), (delegated_victim, delegated_ghost)):
-        assert not real["ok"] and not missing["ok"]
-        assert _as_missing(real["error"], victim) == _as_missing(missing["error"], ghost)
-        assert real["error"].startswith(f"no agent with id {victim}")
-    # the victim's journal is exactly what it was: no refusal, no lease, nothing
-    assert list(rt.store.read_events(victim)) == before
-    assert rt.store.load_state(victim).grants == rt.store.state_at(victim, len(before)).grants
-
-    # and delivered directly, the envelope gets the missing agent's exception and text
-    ensure_identity(rt, prober)
-    sender = rt.store.load_state(prober)
-    answers = []
-    for to in (victim, ghost):
-        for kind, body in (("message", {"text": "hi"}), ("delegation", {"grant": "x"})):
-            env = make_envelope(rt, sender, to, kind, body)
-            with pytest.raises(SteadError) as caught:
-                deliver(rt, env)
-            answers.append((type(caught.value), _as_missing(str(caught.value), to)))
-    assert answers[:2] == answers[2:]
-    assert answers[0][0] is NotFound
-    # an envelope forged to claim tenant A's name, from B's real agent, is no different
-    forged = make_envelope(rt, sender, victim, "message", {"text": "hi"})
-    forged["tenant"] = "acme"
-    with pytest.raises(NotFound) as caught:
-        deliver(rt, forged)
-    assert _as_missing(str(caught.value), victim) == answers[2][1]
-    assert list(rt.store.read_events(victim)) == before
     rt.close()
