@@ -164,9 +164,11 @@ def test_check_of_a_clean_run_reports_none(
     assert code == 0 and report == {"violations": [], "journaled": [], "same_as_live": True}
 
 
-def test_check_exits_1_when_the_monitors_find_otherwise_than_the_live_run(
+def test_check_refuses_a_stored_spec_edited_since_the_run(
     tmp_path: Path, store: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Loosening the monitors in the stored spec no longer makes the replay disagree:
+    the spec is sealed, so the edit is refused before anything it names is loaded."""
     code = run_agent(tmp_path, store, capsys, "ag_edit", LOOPING, monitors={"loop": {"repeat": 3}})
     assert code == 0
     db = sqlite3.connect(tmp_path / "db" / "stead.db")
@@ -177,9 +179,9 @@ def test_check_exits_1_when_the_monitors_find_otherwise_than_the_live_run(
         db.execute("UPDATE agents SET spec = ? WHERE agent_id = 'ag_edit'", (json.dumps(loosened),))
     db.close()
     code, out, err = run_text(capsys, "check", "ag_edit", "--store", store)
-    assert code == 1
-    assert "0 violation(s); the live run recorded 1" in out
-    assert "the monitors find something else than the live run recorded" in err
+    assert code == 1 and "violation(s)" not in out
+    assert "its spec" in err and "edited outside stead" in err, err
+    assert "stead audit verify ag_edit" in err
 
 
 # -- provenance ----------------------------------------------------------------------------

@@ -452,6 +452,38 @@ def test_append_refuses_events_that_do_not_continue_the_chain(store: Store) -> N
 # -- anchors ---------------------------------------------------------------------------
 
 
+def test_a_creation_seals_the_spec_in_its_first_event_and_its_anchor(store: Store) -> None:
+    from stead.store.anchors import spec_digest
+
+    create(store)
+    digest = spec_digest(record().spec)
+    assert events(store)[0].data["spec_digest"] == digest
+    anchor = store.get_anchor("ag_1")
+    assert anchor is not None and (anchor.spec_hash, anchor.epoch) == (digest, 0)
+    assert store.get_record("ag_1").spec == record().spec  # the column is not changed
+
+
+def test_the_row_says_what_the_state_does(store: Store) -> None:
+    from stead.store.base import AgentRow
+
+    state = create(store)
+    assert store.get_row("ag_1") == AgentRow("ag_1", "t1", "agent one", "created", 1, None)
+    lease = store.acquire_lease("ag_1", "w", TTL, T0)
+    due = {"timer_id": "tm_1", "due_at": T0 + 60.5, "reason": "later"}
+    _, state = store.commit(
+        state,
+        [NewEvent(Kind.ACTIVATION_STARTED, {"worker": "w"}), NewEvent(Kind.TIMER_SET, due)],
+        epoch=lease.epoch,
+        at=T0 + 1,
+    )
+    row = store.get_row("ag_1")
+    assert (row.status, row.version, row.wake_at) == (state.status, state.version, T0 + 60.5)
+    anchor = store.get_anchor("ag_1")
+    assert anchor is not None and anchor.epoch == lease.epoch  # the commit's lease
+    with pytest.raises(NotFound):
+        store.get_row("ag_missing")
+
+
 def test_a_creation_stores_the_anchor_its_signer_returns(store: Store) -> None:
     from dataclasses import replace
 
@@ -469,13 +501,15 @@ def test_a_creation_stores_the_anchor_its_signer_returns(store: Store) -> None:
 
 
 def test_each_append_replaces_the_agents_anchor_in_its_transaction(store: Store) -> None:
-    from stead.store.anchors import Anchor, state_digest
+    from stead.store.anchors import Anchor, spec_digest, state_digest
 
     state = create(store)
-    # creation stores the first anchor, checked up to its last event
+    # creation stores the first anchor, checked up to its last event, pinning the spec
+    sealed_spec = spec_digest(record().spec)
     assert store.get_anchor("ag_1") == Anchor(
-        "ag_1", state.version, state.head_hash, state_digest(state), state.version
-    )
+        "ag_1", state.version, state.head_hash, state_digest(state), state.version,
+        spec_hash=sealed_spec,
+    )  # fmt: skip
     state = commit_batches(store, state, 1)
     anchor = store.get_anchor("ag_1")
     assert anchor == Anchor("ag_1", state.version, state.head_hash, state_digest(state))
@@ -483,7 +517,7 @@ def test_each_append_replaces_the_agents_anchor_in_its_transaction(store: Store)
     # an anchor given with the events is stored exactly as given
     sealed = seal("ag_1", state.version + 1, state.head_hash, T0 + 9, 0, batch(7))
     new_state = fold(sealed, state)
-    given = Anchor.of(new_state, verified=state.version)
+    given = Anchor.of(new_state, verified=state.version, spec_hash=sealed_spec, epoch=7)
     given = Anchor(**{**given.to_json(), "public_key": "ab" * 32, "signature": "cd" * 64})
     store.append(
         sealed, new_state, expected_version=state.version, epoch=0, at=T0 + 9, anchor=given

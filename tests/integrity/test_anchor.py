@@ -290,7 +290,11 @@ def test_a_journal_re_signed_with_a_new_key_passes_only_without_the_vault(tmp_pa
 
     rehash(db, agent, new_key)
     state = rt.store.load_state(agent)
-    signed = forger.sign(Anchor.of(state, state.version))
+    kept = rt.store.get_anchor(agent)  # the spec and epoch it pins, re-signed with the rest
+    assert kept is not None
+    signed = forger.sign(
+        Anchor.of(state, state.version, spec_hash=kept.spec_hash, epoch=kept.epoch)
+    )
     sql(
         db,
         "UPDATE anchors SET verified = ?, public_key = ?, signature = ? WHERE agent_id = ?",

@@ -371,3 +371,40 @@ def test_the_refold_leaves_a_cut_journal_for_the_audit_to_report(db_path: Path) 
         assert not audit(reopened, "ag_1").ok
     finally:
         reopened.close()
+
+
+def test_anchors_from_before_specs_were_sealed_are_widened_and_read_as_unsealed(
+    db_path: Path,
+) -> None:
+    """Schema version 8's anchors had no spec_hash or epoch: migration 9 adds them, and
+    an anchor stored before reads with them empty, as an unsealed one."""
+    from stead.store.anchors import Anchor
+    from stead.store.sqlite_anchors import CREATE
+
+    store = SqliteStore(db_path)
+    seed(store)
+    store.close()
+    conn = raw(db_path)
+    with conn:
+        conn.execute("BEGIN")
+        conn.execute("ALTER TABLE anchors RENAME TO anchors_new")
+        conn.execute(CREATE)
+        conn.execute(
+            "INSERT INTO anchors SELECT agent_id, version, head_hash, state_hash, verified, "
+            "public_key, signature FROM anchors_new"
+        )
+        conn.execute("DROP TABLE anchors_new")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 9")
+        conn.execute("COMMIT")
+    conn.close()
+    reopened = SqliteStore(db_path)
+    try:
+        assert reopened.recorded_schema_version() == len(MIGRATIONS)
+        anchor = reopened.get_anchor("ag_1")
+        assert anchor is not None and (anchor.spec_hash, anchor.epoch) == ("", 0)
+        assert "spec_hash" not in anchor.signed_fields()  # signed as it was before
+        assert anchor.signed_fields()["anchor"] == 1
+        new = Anchor.of(reopened.load_state("ag_1"), spec_hash="ab" * 32, epoch=3)
+        assert new.signed_fields()["anchor"] == 2 and new.signed_fields()["epoch"] == 3
+    finally:
+        reopened.close()

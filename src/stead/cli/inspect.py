@@ -178,12 +178,13 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
                 "anchored": report.anchored,
                 "anchor": report.anchor,
                 "drift": list(report.drift),
+                "spec": report.spec,
             }
         )
     elif report.ok:
         out.print(
             f"[green]ok[/]: {report.events} events, hash chain intact and matching the "
-            f"stored state, head {report.head_hash}; {report.anchor}"
+            f"stored state, head {report.head_hash}; {report.anchor}; {report.spec}"
         )
     elif report.bad_event is not None:
         out.print(f"[red]broken[/]: event {report.bad_event} does not verify: {report.reason}")

@@ -23,7 +23,13 @@ Before an activation runs anything (:meth:`Anchoring.check`, called from
    the last activation is refused. Earlier events were checked when they were
    new; an edit of those is found by ``stead audit verify``, which walks the
    whole chain. So resuming costs the events of the last activation, not the
-   agent's whole history.
+   agent's whole history;
+4. its spec is the one its first event and its anchor seal, the columns of its
+   row are what its state says, and the lease just taken is above the epoch of
+   its last commit (:mod:`stead.integrity.sealing`).
+
+:func:`check_record` makes the same check without a lease, for whoever is about
+to import what a spec names outside an activation.
 
 Creating, forking or importing an agent stores its first anchor, signed when
 the vault opens (the agent then gets its identity key in that same
@@ -40,12 +46,14 @@ from dataclasses import dataclass, replace
 from ..errors import IntegrityError, SecretError
 from ..governance import identity
 from ..governance.identity import IDENTITY_SECRET
-from ..journal import GENESIS_HASH, verify_chain
+from ..governance.ledger import LEDGER_KINDS, verify_ledger
+from ..journal import GENESIS_HASH, Event, verify_chain
 from ..sandbox.secrets import Vault
 from ..state import State
-from ..store.anchors import Anchor, state_digest
-from ..store.base import Store
+from ..store.anchors import Anchor, spec_digest, state_digest
+from ..store.base import AgentRecord, Store
 from .chaincheck import audit_journal
+from .sealing import Sealed, problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +136,8 @@ def signer_for(vault: Callable[[], Vault] | None, state: State) -> Signer | None
 
 def _refuse(agent: str, what: str, seq: int | None = None) -> IntegrityError:
     return IntegrityError(
-        f"agent {agent}: {what}; it will not run on a journal or state it cannot trust. "
-        f"Run `stead audit verify {agent}` and restore the store from a backup",
+        f"agent {agent}: {what}; it will not run on a journal, state or spec it cannot "
+        f"trust. Run `stead audit verify {agent}` and restore the store from a backup",
         seq=seq,
     )
 
@@ -166,13 +174,37 @@ def _check_tail(store: Store, state: State, verified: int) -> None:
         )
 
 
-def check_before_run(store: Store, state: State, signer: Signer | None) -> int:
-    """Refuse an agent whose journal or state row does not match its last commit.
+def check_before_run(
+    store: Store,
+    state: State,
+    signer: Signer | None,
+    *,
+    record: AgentRecord | None = None,
+    ledger: list[Event] | None = None,
+    epoch: int | None = None,
+) -> int:
+    """Refuse an agent whose journal, state row, spec or row does not match its last commit.
 
-    Returns the version up to which the chain is now checked (the state's).
+    ``record`` is the agent's record as the caller will use it (default: read
+    now), ``ledger`` its ledger events if the caller has read them, ``epoch``
+    the lease it holds (None: none, then the lease is not compared). Returns
+    the version up to which the chain is now checked (the state's).
     """
     agent = state.agent_id
     anchor = store.get_anchor(agent)
+    verified = _check_journal(store, state, signer, anchor)
+    # the state row is trusted now; what the row says beside it must agree with it
+    record = store.get_record(agent) if record is None else record
+    if ledger is None:
+        ledger = store.read_events_of_kinds(agent, LEDGER_KINDS)
+    found = problems(record, store.get_row(agent), state, Sealed.of(ledger, anchor), anchor, epoch)
+    if found:
+        raise _refuse(agent, "; ".join(found))
+    return verified
+
+
+def _check_journal(store: Store, state: State, signer: Signer | None, anchor: Anchor | None) -> int:
+    agent = state.agent_id
     if anchor is None:  # made before creation stored an anchor, and never run since
         if signer is not None:  # a keyed agent's creation stored a signed anchor
             raise _refuse(agent, "it has an identity key but its last commit left no anchor")
@@ -200,6 +232,16 @@ def check_before_run(store: Store, state: State, signer: Signer | None) -> int:
     return state.version
 
 
+def check_record(store: Store, record: AgentRecord, vault: Callable[[], Vault] | None) -> None:
+    """Refuse (raise) to use ``record`` unless the agent's spec, row, journal and state
+    are what its last commit sealed: the check an activation makes, without a lease,
+    for a caller about to import what the spec names (its tools, its monitors)."""
+    state = store.load_state(record.agent_id)
+    ledger = store.read_events_of_kinds(record.agent_id, LEDGER_KINDS)
+    verify_ledger(state, ledger)
+    check_before_run(store, state, signer_for(vault, state), record=record, ledger=ledger)
+
+
 class Anchoring:
     """An activation's side of anchoring: check at acquire, sign every commit."""
 
@@ -207,17 +249,26 @@ class Anchoring:
         self._vault = vault
         self.signer: Signer | None = None
         self.verified = 0
+        self.spec_hash = ""  # the spec checked at acquire, which every commit pins
 
-    def check(self, store: Store, state: State) -> None:
-        """Refuse the agent (raise) unless its journal and state row match its last commit."""
+    def check(self, store: Store, record: AgentRecord, state: State, epoch: int) -> None:
+        """Refuse the agent (raise) unless the scope it acts under is its journal's
+        (:func:`~stead.governance.ledger.verify_ledger`), its journal, state row, spec
+        and row match its last commit, and the lease at ``epoch`` is newer than it."""
+        ledger = store.read_events_of_kinds(state.agent_id, LEDGER_KINDS)
+        verify_ledger(state, ledger)
         self.signer = signer_for(self._vault, state)
-        self.verified = check_before_run(store, state, self.signer)
+        self.verified = check_before_run(
+            store, state, self.signer, record=record, ledger=ledger, epoch=epoch
+        )
+        self.spec_hash = spec_digest(record.spec)
 
-    def anchor(self, state: State) -> Anchor:
-        """The anchor of a commit that leaves ``state``, signed when the agent has a key."""
+    def anchor(self, state: State, epoch: int) -> Anchor:
+        """The anchor of a commit that leaves ``state``, written under the lease at
+        ``epoch``; signed when the agent has a key."""
         if state.public_key is not None and (
             self.signer is None or self.signer.public_hex != state.public_key
         ):
             self.signer = signer_for(self._vault, state)  # an identity made in this activation
-        anchor = Anchor.of(state, self.verified)
+        anchor = Anchor.of(state, self.verified, spec_hash=self.spec_hash, epoch=epoch)
         return anchor if self.signer is None else self.signer.sign(anchor)

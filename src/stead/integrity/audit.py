@@ -11,7 +11,10 @@ Five things must hold, and :func:`audit` reports the first that does not:
    has an identity key, that commit's anchor is signed by it
    (:mod:`stead.integrity.anchoring`), so a journal rewritten and re-hashed
    together with its state row is caught too; an agent without a key is
-   reported as not anchored;
+   reported as not anchored; and its spec is the one its first event and that
+   anchor seal, the tenant, name, status, version and wake_at columns of its
+   row are what its state says, and its lease row was not set back below the
+   epoch of that commit (:mod:`stead.integrity.sealing`);
 5. the agent's workspace is what its last committed manifest says (a stale
    worker that wrote after the agent moved on is caught), and the store is not
    behind the last commit a worker on this host recorded beside it (a store
@@ -30,9 +33,10 @@ from ..errors import IntegrityError
 from ..sandbox.secrets import Vault
 from ..sandbox.workspace import Workspace, diff
 from ..state import State
-from ..store.base import Store
+from ..store.base import BIRTH_KINDS, Store
 from .anchoring import signature_valid, vault_key
 from .chaincheck import AuditReport, audit_journal
+from .sealing import Sealed, next_epoch, note, problems
 from .workhead import store_behind
 
 
@@ -56,6 +60,8 @@ def audit(
         return report
     state = store.load_state(agent_id)
     report = _anchor(store, state, vault, report)
+    if report.ok:
+        report = _sealed(store, state, report)
     if not report.ok or workspace is None:
         return report
     return _drift(store, state, workspace, now, report)
@@ -109,6 +115,18 @@ def _anchor(store: Store, state: State, vault: Vault | None, report: AuditReport
     if vault is None:
         note += " (without the vault key, a journal rewritten with a new key would also pass)"
     return replace(report, anchored=True, anchor=note)
+
+
+def _sealed(store: Store, state: State, report: AuditReport) -> AuditReport:
+    agent = state.agent_id
+    anchor = store.get_anchor(agent)
+    sealed = Sealed.of(store.read_events_of_kinds(agent, BIRTH_KINDS), anchor)
+    record, row, epoch = store.get_record(agent), store.get_row(agent), store.get_lease(agent)
+    found = problems(record, row, state, sealed, anchor, next_epoch(epoch))
+    if not found:
+        return replace(report, spec=note(sealed))
+    reason = "; ".join(found) + " (changed outside stead: put the row back from a backup)"
+    return replace(report, ok=False, head_hash=None, reason=reason)
 
 
 def _drift(

@@ -30,6 +30,8 @@ class AuditReport:
     """What the anchor check found: anchored by which key, or why not."""
     drift: tuple[str, ...] = ()
     """Workspace paths that differ from the last committed manifest."""
+    spec: str = ""
+    """What the check of its spec and row found: where the spec is sealed, or why not."""
 
 
 def audit_journal(store: Store, agent_id: str) -> AuditReport:

@@ -17,7 +17,6 @@ from ..clock import Clock, SystemClock
 from ..errors import (
     GovernanceError,
     LeaseHeld,
-    ModelError,
     NotFound,
     ResolveError,
     SecretError,
@@ -27,6 +26,7 @@ from ..errors import (
 )
 from ..ids import check_id, new_id
 from ..integrity.certificates import certifier_for
+from ..integrity.loading import sealed_tools
 from ..integrity.monitors import Violation, replay
 from ..integrity.provenance import Graph
 from ..integrity.rollback import RollbackReport, rollback
@@ -34,7 +34,7 @@ from ..integrity.watch import monitors_for
 from ..journal import Event, Kind, NewEvent
 from ..messaging.delivery import messenger_for
 from ..models.actions import check_tool_names
-from ..models.base import Decision, Model, RenderedContext
+from ..models.base import Model
 from ..models.registry import effective_spec, model_for
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, load_key
@@ -50,11 +50,10 @@ from ..store.blob_url import Blobs, open_blobs
 from ..store.groupcommit import GroupCommitter
 from ..store.scoped import TenantStore
 from ..tools.base import Tool
-from ..tools.mcp.servers import call_server
-from ..tools.mcp.tools import check_hooks, journaled_tools
+from ..tools.mcp.tools import check_hooks
 from ..tools.registry import load_tools
 from . import creation
-from .activation import LEASE_TTL, Activation, Outcome
+from .activation import LEASE_TTL, Activation, NoModel, Outcome
 from .authority import AuthorityActions
 from .heartbeat import Heartbeats
 from .leases import person
@@ -151,12 +150,9 @@ class Runtime(AuthorityActions):
         return lookup
 
     def tools_for(self, record: AgentRecord) -> dict[str, Tool]:
-        """The spec's tools, and its MCP servers' as journaled (see stead.tools.mcp)."""
-        tools = load_tools(record.spec.get("tools", []), [record.spec.get("base_dir", ".")])
-        if not record.spec.get("mcp"):
-            return tools
-        listed = self.store.read_events_of_kinds(record.agent_id, [Kind.MCP_TOOLS_LISTED])
-        return tools | journaled_tools(record.spec, [e.data for e in listed], call_server)
+        """The spec's tools, and its MCP servers' as journaled (see stead.tools.mcp), once
+        the spec is found to be the agent's own (IntegrityError, importing nothing, if not)."""
+        return sealed_tools(self.store, record, self.vault)
 
     def run(
         self,
@@ -217,14 +213,12 @@ class Runtime(AuthorityActions):
             return model_for(spec, key, record=record_model, requests_made=state.model_requests)
 
         built = model is None
-        if model is None:
-            model = build(self.store.load_state(agent_id))
-        act = Activation(
+        act = Activation(  # a model or tools not given are the spec's, made once it is checked
             self.store,
             record,
             self.workspace(agent_id, record.tenant),
             model,
-            tools if tools is not None else self.tools_for(record),
+            tools,
             self.clock,
             lease_ttl=self.lease_ttl,
             on_commit=on_commit,
@@ -267,7 +261,7 @@ class Runtime(AuthorityActions):
             self.store,
             record,
             self.workspace(agent_id, record.tenant),
-            _NoModel(),
+            NoModel(),
             tools or {},
             self.clock,
             lease_ttl=self.lease_ttl,
@@ -484,12 +478,3 @@ class Runtime(AuthorityActions):
             ]
 
         return self.append_as_person(agent_id, build)
-
-
-class _NoModel:
-    """Stands in where an activation only appends a person's input."""
-
-    name = "none"
-
-    def decide(self, context: RenderedContext) -> Decision:
-        raise ModelError("a person's input never asks a model")

@@ -246,7 +246,7 @@ def audit_agent(call: Call) -> Any:
     return {"agent_id": agent_id, "ok": report.ok, "events": report.events,
             "head_hash": report.head_hash, "bad_event": report.bad_event,
             "reason": report.reason, "anchored": report.anchored, "anchor": report.anchor,
-            "drift": list(report.drift)}  # fmt: skip
+            "drift": list(report.drift), "spec": report.spec}  # fmt: skip
 
 
 _AGENT = {"agent_id": ID}

@@ -67,6 +67,6 @@ AUDIT = answer(
     {"agent_id": ID, "ok": {"type": "boolean"}, "events": {"type": "integer"},
      "head_hash": {"type": ["string", "null"]}, "bad_event": {"type": ["integer", "null"]},
      "reason": TEXT, "anchored": {"type": "boolean"}, "anchor": TEXT,
-     "drift": {"type": "array"}},
+     "drift": {"type": "array"}, "spec": TEXT},
     required=["agent_id", "ok", "events"],
 )  # fmt: skip

@@ -30,6 +30,7 @@ from ..folds import CARRIED
 from ..governance.grants import inactive_reason, narrower
 from ..governance.identity import IDENTITY_SECRET
 from ..ids import new_id
+from ..integrity.anchoring import check_record
 from ..integrity.keys import create_keyed
 from ..journal import Event, Kind, NewEvent
 from ..sandbox.workspace import Manifest, Workspace
@@ -96,6 +97,7 @@ def fork(
 ) -> State:
     """A new agent from the agent's state at ``at_version`` (default: now)."""
     record = rt.store.get_record(agent_id)
+    check_record(rt.store, record, rt.vault)  # its spec is copied: the sealed one only
     latest = rt.store.load_state(agent_id)
     version = latest.version if at_version is None else at_version
     source = rt.store.state_at(agent_id, version)

@@ -32,9 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NotFound, StaleEpoch, SteadError, StoreError, VersionConflict
-from ..journal import Event, NewEvent, seal
+from ..journal import Event, Kind, NewEvent, seal
 from ..state import State, apply, fold
-from .anchors import Anchor
+from .anchors import Anchor, spec_digest
+from .snapshot_rows import SnapshotRecord as SnapshotRecord
+from .snapshot_rows import consumed_message as consumed_message
+from .snapshot_rows import no_snapshot_message as no_snapshot_message
+from .snapshot_rows import snapshot_made as snapshot_made
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,23 @@ class AgentRecord:
     name: str
     spec: dict[str, Any]
     created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """The columns of an agent's row that a store finds, lists and routes it by.
+
+    Each is a copy of a field of its state row, written in the same transaction
+    (``wake_at`` is its timer's due time), and must stay one:
+    :mod:`stead.integrity.sealing` refuses an agent whose columns say otherwise.
+    """
+
+    agent_id: str
+    tenant: str
+    name: str
+    status: str
+    version: int
+    wake_at: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,89 +109,6 @@ class PolicyRecord:
     set_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class SnapshotRecord:
-    """A hibernated agent's workspace, frozen: made once, restored at most once.
-
-    The row is written in the same transaction as the agent's ``hibernated``
-    event and marked consumed in the same transaction as its ``restored`` event,
-    so the journal and the snapshot table can never disagree about it.
-    """
-
-    snapshot_id: str
-    agent_id: str
-    tenant: str
-    version: int
-    manifest: dict[str, str]
-    manifest_digest: str
-    files: int
-    bytes: int
-    stored_bytes: int
-    created_at: float
-    consumed_at: float | None = None
-    consumed_by: str | None = None
-
-    @property
-    def consumed(self) -> bool:
-        return self.consumed_at is not None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "snapshot_id": self.snapshot_id,
-            "agent_id": self.agent_id,
-            "tenant": self.tenant,
-            "version": self.version,
-            "manifest_digest": self.manifest_digest,
-            "files": self.files,
-            "bytes": self.bytes,
-            "stored_bytes": self.stored_bytes,
-            "created_at": self.created_at,
-            "consumed": self.consumed,
-            "consumed_at": self.consumed_at,
-            "consumed_by": self.consumed_by,
-        }
-
-
-def snapshot_made(ev: Event, tenant: str) -> SnapshotRecord:
-    """The snapshot row a ``hibernated`` event creates (every backend stores the same)."""
-    d = ev.data
-    return SnapshotRecord(
-        snapshot_id=d["snapshot_id"],
-        agent_id=ev.agent_id,
-        tenant=tenant,
-        version=ev.seq,
-        manifest=dict(d["manifest"]),
-        manifest_digest=d["manifest_digest"],
-        files=int(d["files"]),
-        bytes=int(d["bytes"]),
-        stored_bytes=int(d["stored_bytes"]),
-        created_at=ev.at,
-    )
-
-
-def no_snapshot_message(snapshot_id: str) -> str:
-    """The one wording of "no such snapshot", also for another agent's or tenant's.
-
-    A snapshot that belongs elsewhere reads exactly like a missing one, so a
-    caller learns nothing about what other agents or tenants hold.
-    """
-    return f"no snapshot {snapshot_id}; `stead snapshots AGENT` lists an agent's"
-
-
-def consumed_message(snapshot_id: str, at: float | None, by: str | None) -> str:
-    """The one wording of "this snapshot cannot be restored (again)"."""
-    if at is None:
-        return (
-            f"snapshot {snapshot_id} is being restored by {by} right now; a snapshot "
-            "is restored once, and that restore continues the agent"
-        )
-    return (
-        f"snapshot {snapshot_id} was already restored (by {by}); a snapshot is restored "
-        "once, so that ids, entropy and credentials are never used twice. The agent "
-        "continues from that restore: see `stead show` and `stead snapshots`"
-    )
-
-
 def check_write(agent_id: str, epoch: int, current_epoch: int, expected: int, stored: int) -> None:
     """Refuse a write under a lease that is no longer the agent's (:class:`StaleEpoch`)
     or based on a version that is not the stored one (:class:`VersionConflict`): the
@@ -201,6 +139,8 @@ def wake_at(state: State) -> float | None:
     return None if state.timer is None else float(state.timer["due_at"])
 
 
+BIRTH_KINDS = (Kind.AGENT_CREATED, Kind.AGENT_FORKED, Kind.AGENT_IMPORTED)
+"""The kinds of an agent's first event: the one that carries its spec's digest."""
 RUN_STATUSES = ("created", "running")
 """Statuses in which an agent has work a worker should take."""
 IDLE_STATUSES = ("waiting", "needs_attention")
@@ -219,7 +159,7 @@ class Batch:
     """The commit's anchor (signed, when the writer could); None: an unsigned one."""
 
     def anchor_or_default(self) -> Anchor:
-        return self.anchor if self.anchor is not None else Anchor.of(self.state)
+        return self.anchor if self.anchor is not None else Anchor.of(self.state, epoch=self.epoch)
 
 
 def check_batch(batch: Batch) -> None:
@@ -276,11 +216,18 @@ class Store(abc.ABC):
         Its anchor is stored with them, checked up to its last event (the
         caller made them all), and signed by ``sign`` when the agent was created
         with an identity key: so every keyed agent has a signed anchor from its
-        first transaction on, and one without is refused.
+        first transaction on, and one without is refused. The digest of the
+        record's spec goes into its first event (``spec_digest``) and into the
+        anchor, so the spec is sealed from the agent's creation on
+        (:mod:`stead.integrity.sealing`).
         """
+        digest = spec_digest(record.spec)
+        first = events[0] if events else None
+        if first is not None and first.kind in BIRTH_KINDS:
+            events = [NewEvent(first.kind, {**first.data, "spec_digest": digest}), *events[1:]]
         sealed = seal(record.agent_id, 1, State().head_hash, at, 0, events)
         state = fold(sealed)
-        anchor = Anchor.of(state, state.version)
+        anchor = Anchor.of(state, state.version, spec_hash=digest)
         self._create(record, sealed, state, anchor if sign is None else sign(anchor), at)
         return state
 
@@ -297,6 +244,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def load_state(self, agent_id: str) -> State:
         """The latest materialised state, or :class:`~stead.errors.NotFound`."""
+
+    @abc.abstractmethod
+    def get_row(self, agent_id: str) -> AgentRow:
+        """The columns the agent is found and routed by, or :class:`~stead.errors.NotFound`."""
 
     @abc.abstractmethod
     def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
@@ -326,7 +277,7 @@ class Store(abc.ABC):
             expected_version=state.version,
             epoch=epoch,
             at=at,
-            anchor=Anchor.of(new_state),
+            anchor=Anchor.of(new_state, epoch=epoch),
         )
         return sealed, new_state
 

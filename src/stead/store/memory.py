@@ -27,6 +27,7 @@ from .base import (
     IDLE_STATUSES,
     RUN_STATUSES,
     AgentRecord,
+    AgentRow,
     AgentSummary,
     Lease,
     PolicyRecord,
@@ -104,6 +105,13 @@ class MemoryStore(MemoryTokenRows, Store):
                 return State.from_json(loads(self._states[agent_id]))
             except KeyError:
                 raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them") from None
+
+    def get_row(self, agent_id: str) -> AgentRow:
+        with self._lock:
+            record = self.get_record(agent_id)
+            status, due = self._index[agent_id]
+            version = len(self._events[agent_id])
+            return AgentRow(agent_id, record.tenant, record.name, status, version, due)
 
     def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
         with self._lock:

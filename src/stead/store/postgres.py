@@ -85,6 +85,7 @@ from . import postgres_snapshots, postgres_url, postgres_wakeups
 from .anchors import Anchor, state_row
 from .base import (
     AgentRecord,
+    AgentRow,
     AgentSummary,
     Batch,
     Lease,
@@ -279,6 +280,18 @@ class PostgresStore(PostgresRows, SqlTokenRows):
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
         return State.from_json(loads(row[0]))
+
+    @retried
+    def get_row(self, agent_id: str) -> AgentRow:
+        with self._conn() as db:
+            row = db.execute(
+                "SELECT tenant, name, status, version, wake_at FROM agents WHERE agent_id = %s",
+                (agent_id,),
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
+        due = None if row[4] is None else float(row[4])
+        return AgentRow(agent_id, row[0], row[1], row[2], int(row[3]), due)
 
     @retried
     def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:

@@ -21,7 +21,8 @@ snapshots, anchors), written for PostgreSQL:
   them), so a value reads back as the same float it was written as.
 
 Migration 2 adds the ``blobs`` table of :mod:`stead.store.postgres_blobs`
-(PostgreSQL only: a SQLite store keeps its blobs in a folder).
+(PostgreSQL only: a SQLite store keeps its blobs in a folder); 3 the API
+tokens; 4 the anchors' ``spec_hash`` and ``epoch`` (SQLite's 9).
 
 When a new stead folds existing events into something else, it appends
 :func:`refold_states` to this list as well as to SQLite's.
@@ -195,6 +196,12 @@ MIGRATIONS: list[Migration] = [
     """,
     # 3: the server's API tokens (digests only) and the operator's log
     tokens.POSTGRES_CREATE,
+    # 4: each anchor also pins the agent's spec and the lease epoch of its commit, so
+    # an edited spec column or a lease set back is refused (stead.integrity.sealing)
+    """
+    ALTER TABLE anchors ADD COLUMN IF NOT EXISTS spec_hash TEXT NOT NULL DEFAULT '';
+    ALTER TABLE anchors ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -56,17 +56,20 @@ def retried(method: F) -> F:
     return cast(F, again)
 
 
-_ANCHOR_COLUMNS = "agent_id, version, head_hash, state_hash, verified, public_key, signature"
+_ANCHOR_COLUMNS = (
+    "agent_id, version, head_hash, state_hash, verified, public_key, signature, spec_hash, epoch"
+)
 
 
 def put_anchor(db: Conn, anchor: Anchor) -> None:
     """Replace the agent's anchor, in the transaction that stores its events."""
     db.execute(
-        f"INSERT INTO anchors ({_ANCHOR_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        f"INSERT INTO anchors ({_ANCHOR_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
         "ON CONFLICT (agent_id) DO UPDATE SET version = EXCLUDED.version, "
         "head_hash = EXCLUDED.head_hash, state_hash = EXCLUDED.state_hash, "
         "verified = EXCLUDED.verified, public_key = EXCLUDED.public_key, "
-        "signature = EXCLUDED.signature",
+        "signature = EXCLUDED.signature, spec_hash = EXCLUDED.spec_hash, "
+        "epoch = EXCLUDED.epoch",
         (
             anchor.agent_id,
             anchor.version,
@@ -75,6 +78,8 @@ def put_anchor(db: Conn, anchor: Anchor) -> None:
             anchor.verified,
             anchor.public_key,
             anchor.signature,
+            anchor.spec_hash,
+            anchor.epoch,
         ),
     )
 
@@ -97,15 +102,17 @@ class PostgresRows(Store):
         with self._conn() as db:
             row = db.execute(
                 "SELECT n.version, n.head_hash, n.state_hash, n.verified, n.public_key, "
-                "n.signature FROM agents a LEFT JOIN anchors n ON n.agent_id = a.agent_id "
-                "WHERE a.agent_id = %s",
+                "n.signature, n.spec_hash, n.epoch FROM agents a "
+                "LEFT JOIN anchors n ON n.agent_id = a.agent_id WHERE a.agent_id = %s",
                 (agent_id,),
             ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
         if row[0] is None:
             return None
-        return Anchor(agent_id, int(row[0]), row[1], row[2], int(row[3]), row[4], row[5])
+        return Anchor(
+            agent_id, int(row[0]), row[1], row[2], int(row[3]), row[4], row[5], row[6], int(row[7])
+        )
 
     # -- hibernation: the rows live in stead.store.postgres_snapshots ---------------
 

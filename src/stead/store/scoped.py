@@ -18,6 +18,7 @@ from ..state import State
 from .anchors import Anchor
 from .base import (
     AgentRecord,
+    AgentRow,
     AgentSummary,
     Batch,
     Lease,
@@ -49,10 +50,14 @@ class TenantStore(Store):
             return
         try:
             record = self.inner.get_record(agent_id)
+            if record.tenant != self.tenant:
+                raise _missing(agent_id)
+            # the tenant column admits an agent here, but its journal says whose it is:
+            # a row moved to another tenant outside stead is no one's (the audit says so)
+            if self.inner.load_state(agent_id).tenant != self.tenant:
+                raise _missing(agent_id)
         except NotFound:
             raise _missing(agent_id) from None
-        if record.tenant != self.tenant:
-            raise _missing(agent_id)
         self._mine.add(agent_id)
 
     def _create(
@@ -74,6 +79,10 @@ class TenantStore(Store):
     def load_state(self, agent_id: str) -> State:
         self._check(agent_id)
         return self.inner.load_state(agent_id)
+
+    def get_row(self, agent_id: str) -> AgentRow:
+        self._check(agent_id)
+        return self.inner.get_row(agent_id)
 
     def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
         if tenant is not None and tenant != self.tenant:

@@ -42,6 +42,7 @@ from . import sqlite_anchors, sqlite_snapshots
 from .anchors import Anchor, state_row
 from .base import (
     AgentRecord,
+    AgentRow,
     AgentSummary,
     Batch,
     Lease,
@@ -274,6 +275,14 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
         return State.from_json(loads(row[0]))
+
+    def get_row(self, agent_id: str) -> AgentRow:
+        sql = "SELECT tenant, name, status, version, wake_at FROM agents WHERE agent_id = ?"
+        with self._lock:
+            row = self._db.execute(sql, (agent_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
+        return AgentRow(agent_id, row[0], row[1], row[2], int(row[3]), row[4])
 
     def list_agents(self, tenant: str | None = None) -> list[AgentSummary]:
         sql = "SELECT agent_id, tenant, name, status, version, updated_at FROM agents"

@@ -166,4 +166,7 @@ MIGRATIONS: list[Migration] = [
     sqlite_anchors.CREATE,
     # 8: the server's API tokens (digests only) and the operator's log
     tokens.SQLITE_CREATE,
+    # 9: each anchor also pins the agent's spec and the lease epoch of its commit, so
+    # an edited spec column or a lease set back is refused (stead.integrity.sealing)
+    sqlite_anchors.seal,
 ]
