@@ -59,7 +59,7 @@ from ..tools.base import Tool, ToolContext
 from . import steps, toolcall
 from .context import Renderer
 from .governed import Governor
-from .heartbeat import Heartbeat, Heartbeats
+from .heartbeat import Heartbeats
 from .leases import ensure_held, holder_is_dead_here, this_worker
 from .limits import tool_limits
 
@@ -132,7 +132,7 @@ class Activation:
         self._seed_model()
         self._redactor: Redactor | None = None
         self._renewed_at = 0.0
-        self._heartbeat: Heartbeat | None = None
+        self._own_heartbeats: Heartbeats | None = None  # when no worker shares its own
         self._heartbeats = heartbeats  # a worker's, shared: then no thread of its own
         self.on_commit = on_commit
         self.committer = committer
@@ -181,17 +181,10 @@ class Activation:
             self.release()  # refused: the lease is given back, nothing keeps renewing it
             raise
         self.lease_renewed(self.lease)
-        if self._heartbeats is not None:
-            self._heartbeats.add(self.lease, self.lease_lost, self.lease_renewed)
-        else:
-            self._heartbeat = Heartbeat(
-                self.store,
-                self.lease,
-                self.lease_ttl,
-                self.clock,
-                on_lost=self.lease_lost,
-                on_renewed=self.lease_renewed,
-            ).start()
+        beats = self._heartbeats
+        if beats is None:
+            beats = self._own_heartbeats = Heartbeats(self.store, self.lease_ttl, self.clock)
+        beats.add(self.lease, self.lease_lost, self.lease_renewed)
         self.committed_version = self.state.version
         self.manifest = dict(self.state.manifest)
 
@@ -208,9 +201,9 @@ class Activation:
     def stop_heartbeat(self) -> None:
         if self._heartbeats is not None:
             self._heartbeats.discard(self.record.agent_id)
-        if self._heartbeat is not None:
-            self._heartbeat.stop()
-            self._heartbeat = None
+        if self._own_heartbeats is not None:
+            self._own_heartbeats.close()
+            self._own_heartbeats = None
 
     def release(self) -> None:
         if self._session is not None:

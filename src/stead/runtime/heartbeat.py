@@ -23,52 +23,6 @@ from ..errors import StoreError
 from ..store.base import Lease, Store
 
 
-class Heartbeat:
-    """Renews one lease in the background until stopped."""
-
-    def __init__(
-        self,
-        store: Store,
-        lease: Lease,
-        ttl: float,
-        clock: Clock,
-        on_lost: Callable[[], None] | None = None,
-        on_renewed: Callable[[Lease], None] | None = None,
-    ) -> None:
-        self._store = store
-        self._on_lost = on_lost
-        self._on_renewed = on_renewed
-        self._lease = lease
-        self._ttl = ttl
-        self._clock = clock
-        self._stop = threading.Event()
-        self.lost = False
-        self._thread = threading.Thread(
-            target=self._run, name=f"lease-{lease.agent_id}", daemon=True
-        )
-
-    def start(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._ttl / 3):
-            try:
-                self._lease = self._store.renew_lease(self._lease, self._ttl, self._clock.now())
-            except StoreError:
-                self.lost = True
-                if self._on_lost is not None:
-                    self._on_lost()
-                return
-            if self._on_renewed is not None:
-                self._on_renewed(self._lease)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5)
-
-
 @dataclass(frozen=True, slots=True)
 class _Hooks:
     on_lost: Callable[[], None] | None
@@ -78,8 +32,9 @@ class _Hooks:
 class Heartbeats:
     """Renews the leases of many activations from one thread, in one store call each
     round: a worker that keeps thousands of agents in flight cannot give each a
-    thread (:mod:`stead.runtime.parked`). A lease whose renewal is refused is
-    dropped and its ``on_lost`` called, as :class:`Heartbeat` does. A round the
+    thread (:mod:`stead.workers.parked`); an activation run on its own has one of
+    these to itself. A lease whose renewal is refused is dropped and its
+    ``on_lost`` called; each renewed one is passed to its ``on_renewed``. A round the
     store cannot answer at all loses nothing yet; once a lease has gone unrenewed
     for its whole lifetime it may be another worker's, so it is given up then."""
 
