@@ -7,9 +7,9 @@ import argparse
 
 from rich.markup import escape
 
+from ..sandbox.report import report
 from ..sandbox.secrets import key_file_warning
 from ..sandbox.select import OPT_IN
-from ..sandbox.session import report
 from .common import EXIT_COMPLETED, EXIT_FAILED, emit_json, out, wants_json
 
 

@@ -19,7 +19,7 @@ again, the answer is ``dirty`` and the session is thrown away.
 
 A session serves one agent's workspace, and only runs that may share it:
 runs with a network grant, runs whose environment carries secrets (the caller
-asks for :meth:`SandboxSession.underlying` then) and runs for another folder
+asks for :meth:`SandboxSession.run_alone` then) and runs for another folder
 go through a one-shot sandbox. A run past its wall time takes the whole
 session down with it; the next run starts a fresh one. A session is used by
 one thread (bubblewrap's ``--die-with-parent`` follows the thread that
@@ -38,7 +38,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,11 +46,10 @@ from pathlib import Path
 from typing import Protocol, TypeVar, cast
 
 from . import seccomp
-from . import select as choice
-from .base import Isolation, Limits, RunResult, Sandbox, Spawned, Unsandboxed
+from .base import Isolation, Limits, RunResult, Sandbox, Spawned
 from .bwrap import BwrapSandbox, _make_pids_cgroup, _remove_cgroup, file_blocks
 from .sealed import PROBE, sealed_shell
-from .select import OPT_IN, select
+from .select import select
 from .watchdog import Guard
 from .watchdog import guard as watchdog_guard
 
@@ -279,6 +277,22 @@ class SandboxSession:
                 argv, workspace, env=env, limits=limits, network=network, **self._watched(sandbox)
             )
         return self._run(sandbox, argv, env, limits)
+
+    def run_alone(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        *,
+        env: Mapping[str, str],
+        limits: Limits,
+        network: bool = False,
+    ) -> RunResult:
+        """A run in a sandbox of its own (a command given secrets), held to the
+        lease like every run of the session (:meth:`hold_until`)."""
+        sandbox = self.underlying()
+        return sandbox.run(
+            argv, workspace, env=env, limits=limits, network=network, **self._watched(sandbox)
+        )
 
     def spawn(
         self,
@@ -561,32 +575,3 @@ def _drain(live: _Live, out: _Capture, err: _Capture) -> None:
             if not data:
                 break
             capture.add(data)
-
-
-def session_isolation(sandbox: Sandbox) -> Isolation:
-    """What commands get here, found by running one in a session (for ``stead doctor``).
-
-    Only a real start shows whether the loop can be sealed from its commands;
-    where it cannot, the answer's notes say that every command runs one-shot.
-    """
-    with tempfile.TemporaryDirectory(prefix="stead-doctor-") as folder:
-        session = SandboxSession(sandbox, Path(folder))
-        try:
-            session.run(["/bin/true"], Path(folder), env={}, limits=Limits(wall_seconds=10))
-            return session.isolation()
-        finally:
-            session.close()
-
-
-def report() -> tuple[Isolation | None, str]:
-    """What isolation commands would get here, for ``stead doctor``.
-
-    With a sandbox, one command is run in a session: only a real start shows
-    whether its loop can be sealed from its commands (else each runs one-shot).
-    """
-    sandbox, why = choice.probe()
-    if sandbox is not None:
-        return session_isolation(sandbox), ""
-    if os.environ.get(OPT_IN) == "1":
-        return Unsandboxed().isolation(), why
-    return None, why

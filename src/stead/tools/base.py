@@ -97,14 +97,17 @@ class ToolContext:
         a sandbox (and no opt-in) it raises :class:`~stead.errors.SandboxUnavailable`.
         """
         sandbox = self.sandbox or select()
-        if self.secrets and isinstance(sandbox, SandboxSession):
-            # a command given secrets gets a sandbox of its own, so nothing
-            # left by or lingering after another command can read them
-            sandbox = sandbox.underlying()
         home = WORKSPACE_INSIDE if sandbox.isolation().isolated else str(self.workspace)
         env = {**self.env, **self.secrets}
         env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"})
-        return sandbox.run(
+        # a command given secrets gets a sandbox of its own, so nothing left by
+        # or lingering after another command can read them
+        run = (
+            sandbox.run_alone
+            if self.secrets and isinstance(sandbox, SandboxSession)
+            else sandbox.run
+        )
+        return run(
             list(argv),
             self.workspace,
             env=env,
