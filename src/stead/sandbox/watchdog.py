@@ -27,6 +27,7 @@ their worker's liveness only, and :func:`available` says so for
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -129,6 +130,14 @@ class Watchdog:
         self._channel = ours
         self._lock = threading.Lock()
         self._keys = itertools.count()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End the watchdog (at the worker's exit): it kills what it still holds."""
+        with self._lock:
+            self._channel.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=2)
 
     def guard(self, pid: int, cgroup: Path | None, deadline: float | None) -> Guard:
         """Hold ``pid`` (the caller's child, not yet reaped) until ``deadline``."""
