@@ -59,7 +59,10 @@ class Load:
 
     def client(self, role: str) -> httpx.Client:
         auth = {"authorization": f"Bearer {self.tokens[role]}"}
-        return httpx.Client(base_url=self.base, headers=auth, timeout=60)
+        # an idle connection is dropped well before the server's keep-alive (5 s)
+        # ends it: at equal times, a request sent as the server closes is lost
+        limits = httpx.Limits(keepalive_expiry=1.0)
+        return httpx.Client(base_url=self.base, headers=auth, timeout=60, limits=limits)
 
     def note(self, what: str, got: httpx.Response | None, error: str = "") -> None:
         with self.lock:
