@@ -72,6 +72,21 @@ class Cli:
             stderr=subprocess.PIPE,
         )
 
+    def standby(self, *args: str) -> subprocess.Popen[bytes]:
+        """``stead args...`` with Python and stead imported ahead, started by :func:`go`.
+
+        On a loaded machine a fresh process spends seconds importing; a test that
+        replaces each killed worker at once starts the replacement's imports early.
+        """
+        return subprocess.Popen(
+            [sys.executable, "-c", _STANDBY, *self.argv(*args)[3:]],
+            cwd=self.root,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.argv(*args),
@@ -101,6 +116,21 @@ class Cli:
 
     def workspace(self, agent_id: str, tenant: str = "default") -> Path:
         return self.data_dir / "workspaces" / tenant / agent_id
+
+
+_STANDBY = (
+    "import sys; from stead.cli.main import main; sys.stdin.readline(); "
+    "sys.exit(main(sys.argv[1:]))"
+)
+
+
+def go(standby: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+    """Let a process from :meth:`Cli.standby` run its command (at once, if its imports
+    are done); it is returned."""
+    assert standby.stdin is not None
+    standby.stdin.write(b"go\n")
+    standby.stdin.flush()
+    return standby
 
 
 def write_spec(folder: Path, script: list[Any], name: str = "chaos", **spec: Any) -> Path:

@@ -7,7 +7,8 @@ torture run tells how many times each effect really happened.
 * ``append_plain`` is effectful with no reconcile hook: ``A <call_id>``.
 * ``append_reconciled`` is effectful with a hook that looks for ``R <call_id>``.
 * ``append_idempotent`` is idempotent: ``I <idempotency_key>``, written once per key.
-* ``slow_idempotent`` sleeps, then does the same with ``S <idempotency_key>``.
+* ``slow_idempotent`` sleeps (or waits for a file), then does the same with
+  ``S <idempotency_key>``.
 * ``write_slowly`` writes a workspace file in two halves with a pause between, so
   a kill can leave it torn; it touches no ledger (the workspace restore undoes it).
 
@@ -99,9 +100,17 @@ def append_idempotent(n: int, ctx: ToolContext) -> dict[str, object]:
 
 
 @tool(effect="idempotent")
-def slow_idempotent(seconds: float, ctx: ToolContext) -> dict[str, object]:
-    """Sleep ``seconds``, then append ``S <idempotency_key>`` once per key."""
-    time.sleep(seconds)
+def slow_idempotent(
+    seconds: float, ctx: ToolContext, until: str | None = None
+) -> dict[str, object]:
+    """Sleep ``seconds`` (or, given ``until``, until that file exists, ``seconds`` at
+    most), then append ``S <idempotency_key>`` once per key."""
+    if until is None:
+        time.sleep(seconds)
+    else:  # held until the test says, not for a time a loaded machine may outlast
+        deadline = time.monotonic() + seconds
+        while not Path(until).exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
     wrote = _append_once("S", ctx.idempotency_key)
     return {"slept": seconds, "wrote": wrote}
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+
+TRANSFERRING = "transferring"  # the process's name while a transfer is being made (the
+# crash test looks for it)
 
 TOOLS = [
     types.Tool(
@@ -31,6 +35,9 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     print("transfer started", file=sys.stderr, flush=True)
+    # seen from outside the sandbox as the process's name: the crash test kills the
+    # worker once the call has reached the server, not a guessed time after it was sent
+    Path("/proc/self/comm").write_text(TRANSFERRING)
     time.sleep(60)
     return types.CallToolResult(content=[types.TextContent(type="text", text="moved")])
 

@@ -10,8 +10,16 @@ undo) and ``write_file``. A worker process runs it and is SIGKILLed at a random
 moment; a new worker resumes it at once. When a kill lands inside an effectful
 call without a reconcile hook, the agent stops with that call's outcome
 unknown, and the test plays the person who looks at the ledger and answers
-``done`` or ``retry``. Once enough kills have landed, the agent runs to the end
-and the journal, the ledger and the workspace are checked against each other.
+``done`` or ``retry``. Once enough kills have landed mid-work, the agent runs to
+the end and the journal, the ledger and the workspace are checked against each
+other.
+
+Most kills wait until the worker is visibly inside its activation and come a
+random moment after; each counts as landed mid-work only if the store shows
+that it cut the activation short (see :mod:`tests.chaos.midwork`), so a busy
+machine gets slower kills, not kills that land before anything started. The
+others come a random moment after the worker starts, wherever it is then (on a
+busy machine: still starting, or creating the agent).
 
 The kill delays come from a seeded generator; the seed is printed, and
 ``STEAD_CHAOS_SEED`` replays the same sequence of delays (timing on a busy
@@ -25,6 +33,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -39,16 +48,19 @@ from stead.models.base import parse_decision
 from stead.state import State
 from stead.store.sqlite import SqliteStore
 
-from .cli_helpers import EXIT_COMPLETED, EXIT_STOPPED, Cli, files_on_disk, write_spec
+from .cli_helpers import EXIT_COMPLETED, EXIT_STOPPED, Cli, files_on_disk, go, write_spec
 from .ledger_tools import PAUSE_ENV
+from .midwork import Cut, Watch, kill_measured, wait_busy
 
 pytestmark = pytest.mark.chaos
 
-KILLS_WANTED = 50
-KILL_DELAY = (0.35, 1.2)  # seconds after a worker starts; its start-up takes ~0.3 s
+KILLS_WANTED = 50  # kills that cut an activation short
+EARLY_KILLS = 0.2  # the share of kills that come at a time after start, wherever it is
+EARLY_DELAY = (0.0, 1.0)  # seconds after a worker starts, for those
+KILL_WITHIN = (0.0, 0.4)  # seconds after a worker is seen inside its activation
 TOOL_PAUSE = "0.04"  # seconds each ledger tool sleeps before and after its write
 DECISIONS = 360  # tool decisions per agent, plus a final finish
-LOOP_BUDGET = 200.0  # seconds; the loop fails loudly rather than hang
+LOOP_BUDGET = 420.0  # seconds; the loop fails saying what it measured rather than hang
 
 
 def torture_script(tag: str, n: int = DECISIONS) -> list[Any]:
@@ -131,8 +143,15 @@ class Torture:
         self.seed = seed
         self.rng = random.Random(seed)
         self.reader = SqliteStore(cli.db)
+        self.watch = Watch.sqlite(cli.db)
         self.deadline = time.monotonic() + LOOP_BUDGET
-        self.kills = 0
+        self.kills = 0  # every SIGKILL that found the worker alive
+        self.landed = 0  # the kills that cut its activation short
+        self.cuts: list[Cut] = []
+        # a worker that will resume the agent, its imports done ahead (on a loaded
+        # machine they take seconds, which every kill would wait out)
+        self.spare: subprocess.Popen[bytes] | None = None
+        self.spare_args: tuple[str, ...] = ()
         self.kills_with_intent = Counter[str]()  # by the tool whose intent was pending
         self.kills_mid_step = 0
         self.kills_before_agent_existed = 0
@@ -145,9 +164,17 @@ class Torture:
 
     def close(self) -> None:
         self.reader.close()
+        self.watch.close()
+        self.drop_spare()
+
+    def drop_spare(self) -> None:
+        if self.spare is not None:
+            self.spare.kill()
+            self.spare.communicate(timeout=30)
+            self.spare = None
 
     def where(self) -> str:
-        return f"(seed {self.seed}, after {self.kills} kills)"
+        return f"(seed {self.seed}, after {self.kills} kills, {self.landed} of them mid-work)"
 
     def state_or_none(self, agent_id: str) -> Any:
         try:
@@ -164,18 +191,33 @@ class Torture:
             else:
                 args = ("resume", agent_id, "--json")
             self.starts[args[0]] += 1
-            proc = self.cli.popen(*args)
-            if self.kills < KILLS_WANTED:
-                end = time.monotonic() + self.rng.uniform(*KILL_DELAY)
-                while proc.poll() is None and time.monotonic() < end:
-                    time.sleep(0.005)
+            if self.spare is not None and args == self.spare_args:
+                proc, self.spare = go(self.spare), None
+            else:
+                proc = self.cli.popen(*args)
+            if args[0] == "resume":  # the next one's imports, done while this one runs
+                self.drop_spare()
+                self.spare, self.spare_args = self.cli.standby(*args), args
+            cut: list[Cut] = []
+            if self.landed < KILLS_WANTED:
+                if self.rng.random() < EARLY_KILLS:
+                    end = time.monotonic() + self.rng.uniform(*EARLY_DELAY)
+                    while proc.poll() is None and time.monotonic() < end:
+                        time.sleep(0.005)
+                else:  # once it is inside its activation, wherever it is a moment later
+                    wait_busy(proc, self.watch)
+                    end = time.monotonic() + self.rng.uniform(*KILL_WITHIN)
+                    while proc.poll() is None and time.monotonic() < end:
+                        time.sleep(0.005)
                 if proc.poll() is None:
-                    proc.send_signal(signal.SIGKILL)
+                    cut = kill_measured(proc, self.watch)
             out, err = proc.communicate(timeout=120)
             code = proc.returncode
             self.exits[code] += 1
             if code == -signal.SIGKILL:  # it was alive when the signal came
                 self.kills += 1
+                self.landed += bool(cut)
+                self.cuts += cut
                 self.note_kill(agent_id)
                 continue
             if code == EXIT_COMPLETED:
@@ -193,7 +235,7 @@ class Torture:
         now = allowed(state)
         before = self.allowed.setdefault(agent_id, now)
         assert now == before, f"a kill changed the allowed calls {self.where()}"
-        if self.kills >= GRANT_AT_KILL and not self.granted:
+        if self.landed >= GRANT_AT_KILL and not self.granted:
             # the one way the allowed set may change: a journaled grant
             proc = self.cli.run("grant", agent_id, "shell", "--arg", "command=glob:ls *")
             assert proc.returncode == 0, proc.stderr
@@ -349,8 +391,8 @@ def test_sigkill_torture(tmp_path: Path) -> None:
     agents: list[tuple[str, list[Any]]] = []
     try:
         # one agent is normally enough; if it finishes before enough kills have
-        # landed (a fast machine), the next one takes the remaining kills
-        while not agents or torture.kills < KILLS_WANTED:
+        # landed mid-work, the next one takes the remaining kills
+        while not agents or torture.landed < KILLS_WANTED:
             agent_id = f"ag_torture_{len(agents)}"
             script = torture_script(agent_id, DECISIONS)
             spec = write_spec(
@@ -373,10 +415,21 @@ def test_sigkill_torture(tmp_path: Path) -> None:
     )  # fmt: skip
     assert sum(ledger.values()) == expected_lines
 
-    assert torture.kills >= KILLS_WANTED, torture.where()
+    assert torture.landed >= KILLS_WANTED, torture.where()
+    # each activation a kill cut short was taken up again by a later one
+    activations = {
+        agent_id: [e for e in cli.trace(agent_id) if e["kind"] == "activation_started"]
+        for agent_id, _ in agents
+    }
+    for cut in torture.cuts:
+        started = activations[cut.agent_id]
+        assert any(e["epoch"] == cut.epoch for e in started), cut
+        assert any(e["epoch"] > cut.epoch for e in started), f"{cut} was not taken up again"
     assert torture.exits[4] == 0, "a worker found the lease of a killed worker still held"
     print(
-        f"{torture.kills} kills in {loop_seconds:.1f}s over {len(agents)} agent(s); "
+        f"{torture.kills} kills in {loop_seconds:.1f}s over {len(agents)} agent(s), "
+        f"{torture.landed} of them mid-work (the newest event then: "
+        f"{dict(Counter(c.head for c in torture.cuts))}); "
         f"{torture.kills_mid_step} mid-step, with an intent pending: "
         f"{sum(torture.kills_with_intent.values())} {dict(torture.kills_with_intent)}; "
         f"before the agent existed: {torture.kills_before_agent_existed}; the last kill "

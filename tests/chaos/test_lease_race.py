@@ -35,9 +35,11 @@ pytestmark = pytest.mark.chaos
 BARRIER = Path(__file__).with_name("barrier_main.py")
 
 
-def race_script(seconds: float) -> list[Any]:
+def race_script(gate: Path) -> list[Any]:
+    """The winner's first call holds the agent until ``gate`` exists (two minutes at
+    most): until the loser has been turned away, however slowly it started."""
     return [
-        {"tool": "slow_idempotent", "args": {"seconds": seconds}},
+        {"tool": "slow_idempotent", "args": {"seconds": 120, "until": str(gate)}},
         {"tool": "append_idempotent", "args": {"n": 1}},
         {
             "tools": [
@@ -70,7 +72,11 @@ def create_without_running(cli: Cli, agent_id: str, script: list[Any]) -> None:
     assert report["version"] == 2 + 1 + len(LEDGER_TOOLS)
 
 
-def wait_for_files(paths: list[Path], procs: list[Any], timeout: float = 30) -> None:
+def gate(cli: Cli, agent_id: str) -> Path:
+    return cli.root / f"{agent_id}.raced"
+
+
+def wait_for_files(paths: list[Path], procs: list[Any], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not all(p.exists() for p in paths):
         for proc in procs:
@@ -92,6 +98,13 @@ def race(cli: Cli, agent_id: str, barrier: bool) -> list[tuple[int, str, str]]:
         go.touch()
     else:
         procs = [cli.popen("resume", agent_id, "--json") for _ in range(2)]
+    # the first to end is the loser (the winner waits in its first call for the gate);
+    # then the winner may go on
+    deadline = time.monotonic() + 120
+    while all(proc.poll() is None for proc in procs):
+        assert time.monotonic() < deadline, "neither racing worker ended in 120 s"
+        time.sleep(0.01)
+    gate(cli, agent_id).touch()
     outcomes = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)
@@ -107,7 +120,7 @@ def race(cli: Cli, agent_id: str, barrier: bool) -> list[tuple[int, str, str]]:
 def test_two_workers_resuming_one_agent(tmp_path: Path, barrier: bool, attempt: int) -> None:
     cli = Cli(tmp_path)
     agent_id = f"ag_race_{attempt}"
-    script = race_script(1.5 if barrier else 2.5)
+    script = race_script(gate(cli, agent_id))
     create_without_running(cli, agent_id, script)
 
     outcomes = race(cli, agent_id, barrier)

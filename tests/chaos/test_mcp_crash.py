@@ -23,14 +23,21 @@ from .cli_helpers import Cli, write_spec
 from .mcp_hooks import ASKED
 
 HERE = Path(__file__).resolve().parent
+TRANSFERRING = "transferring"  # mcp_slow.py's name while it makes a transfer
 SLOW = {"name": "bank", "command": ["python", str(HERE / "mcp_slow.py")], "mounts": [str(HERE)]}
 
 
-def server_processes() -> list[int]:
+def server_processes(named: str | None = None) -> list[int]:
+    """The processes of the slow server (and the sandbox's around it); with ``named``,
+    those whose name is that."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and b"mcp_slow.py" in (entry / "cmdline").read_bytes():
+            if (
+                entry.name.isdigit()
+                and b"mcp_slow.py" in (entry / "cmdline").read_bytes()
+                and (named is None or (entry / "comm").read_text().strip() == named)
+            ):
                 found.append(int(entry.name))
         except OSError:
             continue
@@ -46,22 +53,22 @@ def killed_mid_call(tmp_path: Path, server: dict[str, Any]) -> tuple[Cli, str]:
     agent_id = rt.create(load_spec(path)).agent_id
     rt.close()
     worker = cli.popen("resume", agent_id)
-    deadline = time.monotonic() + 30
+    # killed once the server is inside the call (it names itself so), however long a
+    # loaded machine takes to start the worker and the server in its sandbox
+    deadline = time.monotonic() + 120
+    while not server_processes(named=TRANSFERRING):
+        assert worker.poll() is None, worker.communicate()
+        if time.monotonic() > deadline:
+            pytest.fail("the transfer never reached the server")
+        time.sleep(0.05)
     store = SqliteStore(cli.db)
-    try:
-        while time.monotonic() < deadline:
-            intents = store.read_events_of_kinds(agent_id, [Kind.TOOL_INTENT])
-            if intents and server_processes():
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the transfer never started")
+    try:  # its intent was journaled before it was sent
+        assert store.read_events_of_kinds(agent_id, [Kind.TOOL_INTENT])
     finally:
         store.close()
-    time.sleep(0.3)  # well into the call
     worker.send_signal(signal.SIGKILL)
     worker.communicate(timeout=30)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while server_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server_processes() == [], "the MCP server outlived its worker"

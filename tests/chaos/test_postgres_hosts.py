@@ -9,8 +9,9 @@ every connection came from, so each test also shows that every worker reached
 the store from its own host and by no other way.
 
 The link of the host that is cut off goes down at a moment chosen through
-``pg_stat_activity`` (the worker is held with SIGSTOP for some 30 ms while it is
-looked at): between two of its transactions, or inside one, whose row locks the
+``pg_stat_activity`` (the worker is held with SIGSTOP while it is looked at, until
+the server's view of it has settled): between two of its transactions, or inside
+one, whose row locks the
 server frees once the session has sat idle in it for
 ``idle_in_transaction_session_timeout`` (5 s, stead's default for every session),
 after which the others claim its agents.
@@ -19,7 +20,6 @@ after which the others claim its agents.
 from __future__ import annotations
 
 import json
-import random
 import signal
 import subprocess
 import time
@@ -40,6 +40,7 @@ from stead.store.postgres import PostgresStore
 from tests.postgres import SERVER, fresh_schema, url_for
 
 from .cli_helpers import write_spec
+from .midwork import stop, stop_where
 from .netns import Host, hosts
 from .test_postgres_cluster import PostgresCli
 
@@ -55,6 +56,10 @@ CUT_FOR = 4.0  # seconds host 2 is off the network at least: four lease lifetime
 # last agent whose lease lapses waits for the shortest of their current activations;
 # cut inside a transaction, host 2's rows stay locked for the server's 5 s before that
 TAKEOVER_WITHIN = 15.0
+# seconds for workers to start and take agents: a bound for a hang, not a pace (a loaded
+# machine takes seconds to start one)
+STARTED_WITHIN = 120.0
+FINISHED_WITHIN = 120.0  # seconds for the hosts left to finish every agent: a bound too
 
 _SERVER = conninfo_to_dict(SERVER)
 _TARGET = (str(_SERVER.get("host") or "127.0.0.1"), int(_SERVER.get("port") or 5432))
@@ -235,25 +240,31 @@ def test_three_hosts_one_killed_mid_step_its_agents_finish_on_the_others_exactly
     rt = Runtime(store, tmp_path / "data")
     try:
         spec = _spec(tmp_path / "spec", decisions)
-        agents = [rt.create(spec).agent_id for _ in range(agents_n)]
+        # the agents are made once every worker looks for work: a worker that a loaded
+        # machine started late would otherwise find them all taken
         for host in three_hosts:
             workers.start(host)
+        _until(lambda: _listening(three_hosts), STARTED_WITHIN, "every worker looking for work")
+        agents = [rt.create(spec).agent_id for _ in range(agents_n)]
         victim, others = three_hosts[0], three_hosts[1:]
 
         def every_host_is_mid_run() -> bool:
             return all(_running_on(store, agents, h) for h in three_hosts)
 
-        _until(every_host_is_mid_run, 30, "every host holding agents it is running")
-        workers.procs[victim.name].send_signal(signal.SIGKILL)
-        workers.procs[victim.name].wait(timeout=30)
-        held = _held_by(store, agents, victim)  # its leases outlive it, until they lapse
-        assert held, "the killed worker held no agent any more: kill it earlier"
+        _until(every_host_is_mid_run, STARTED_WITHIN, "every host holding agents it is running")
+        # what it holds is read while it is stopped (it can renew nothing more), then
+        # it is killed: its leases outlive it, until they lapse
+        stop(workers.procs[victim.name])
+        held = _held_by(store, agents, victim)
         lapse = {a: store.get_lease(a).expires_at for a in held}  # type: ignore[union-attr]
+        workers.procs[victim.name].kill()
+        workers.procs[victim.name].wait(timeout=30)
+        assert held, "the killed worker held no agent any more: kill it earlier"
 
         def all_done() -> bool:
             return all(store.load_state(a).status == "completed" for a in agents)
 
-        _until(all_done, 45, "every agent completed on the two hosts left")
+        _until(all_done, FINISHED_WITHIN, "every agent completed on the two hosts left")
         workers.stop(*others)
 
         _check_ledger(tmp_path, agents_n * decisions)
@@ -269,27 +280,26 @@ def test_three_hosts_one_killed_mid_step_its_agents_finish_on_the_others_exactly
         rt.close()
 
 
-def _stop_when(proc: subprocess.Popen[bytes], app: str, *, in_transaction: bool) -> None:
-    """SIGSTOP the worker at a moment it has (``in_transaction``: one that has locked or
-    written rows) or has not a transaction open at the server; it is left stopped.
-    A link taken down then cuts it off inside or outside a transaction for sure."""
-    query = (
-        "SELECT count(*) FILTER (WHERE xact_start IS NOT NULL), count(*) FILTER (WHERE "
-        "backend_xid IS NOT NULL AND state = 'idle in transaction') "
-        "FROM pg_stat_activity WHERE application_name = %s"
-    )
+def _inside(open_: int, writing: int) -> bool:
+    """A transaction that has locked or written rows is open, waiting for the worker."""
+    return writing > 0
+
+
+def _outside(open_: int, writing: int) -> bool:
+    """No transaction of the worker's is open at the server."""
+    return open_ == 0
+
+
+def _listening(hosts_: list[Host]) -> bool:
+    """Whether the worker on each of ``hosts_`` waits for work (LISTENs on its store's
+    channel): past its start-up, looking for agents to run."""
     with psycopg.connect(SERVER, autocommit=True) as db:
-        deadline = time.monotonic() + 20
-        while True:
-            proc.send_signal(signal.SIGSTOP)
-            time.sleep(0.03)  # what it sent before it stopped has reached the server
-            row = db.execute(query, (app,)).fetchone()
-            assert row is not None
-            if (row[1] > 0) if in_transaction else (row[0] == 0):
-                return
-            proc.send_signal(signal.SIGCONT)
-            assert time.monotonic() < deadline, "never caught it where it was wanted"
-            time.sleep(random.uniform(0.0, 0.03))
+        rows = db.execute(
+            "SELECT DISTINCT application_name FROM pg_stat_activity "
+            "WHERE application_name = ANY(%s) AND query LIKE 'LISTEN %%'",
+            ([h.name for h in hosts_],),
+        ).fetchall()
+    return len(rows) == len(hosts_)
 
 
 def _waiting_for_locks(apps: list[str]) -> int:
@@ -331,27 +341,35 @@ def test_a_host_cut_off_past_its_leases_is_fenced_off_and_rejoins_without_a_dupl
     rt = Runtime(store, tmp_path / "data")
     try:
         spec = _spec(tmp_path / "spec", decisions)
-        agents = [rt.create(spec).agent_id for _ in range(3)]
         one, cut, three = three_hosts
-        # host 2 first, so that it is the one running the agents when its link goes
-        on_cut = workers.start(cut)
-
-        def cut_host_runs_them_all() -> bool:
-            return len(_running_on(store, agents, cut)) == len(agents)
-
-        _until(cut_host_runs_them_all, 30, "host 2 running all the agents")
+        # hosts 1 and 3 first, stopped once they look for work (with no transaction
+        # open): host 2 takes every agent, and they are past their start-up when it is
+        # cut off, however slowly a loaded machine started them
         for host in (one, three):
             workers.start(host)
-        _until(lambda: bool(one.peers() and three.peers()), 30, "hosts 1 and 3 at the store")
-        time.sleep(0.5)  # past their start-up, looking for work
+        _until(lambda: _listening([one, three]), STARTED_WITHIN, "hosts 1 and 3 looking for work")
+        for host in (one, three):
+            stop_where(workers.procs[host.name], host.name, _outside)
+        try:
+            agents = [rt.create(spec).agent_id for _ in range(3)]
+            on_cut = workers.start(cut)
 
-        _stop_when(on_cut, cut.name, in_transaction=in_transaction)
+            def cut_host_runs_them_all() -> bool:
+                return len(_running_on(store, agents, cut)) == len(agents)
+
+            _until(cut_host_runs_them_all, STARTED_WITHIN, "host 2 running all the agents")
+        finally:
+            for host in (one, three):
+                workers.procs[host.name].send_signal(signal.SIGCONT)
+
+        # inside or outside a transaction, as the server shows it
+        stop_where(on_cut, cut.name, _inside if in_transaction else _outside)
         try:
             fenced = _held_by(store, agents, cut)
             assert set(fenced) == set(agents), fenced
             cut.cut()
         finally:
-            on_cut.send_signal(signal.SIGCONT)  # stopped for some 30 ms, no more
+            on_cut.send_signal(signal.SIGCONT)  # stopped while it was looked at, no more
         cut_at = time.monotonic()
         try:
 
@@ -376,7 +394,7 @@ def test_a_host_cut_off_past_its_leases_is_fenced_off_and_rejoins_without_a_dupl
         def all_done() -> bool:
             return all(store.load_state(a).status == "completed" for a in agents)
 
-        _until(all_done, 30, "every agent completed")
+        _until(all_done, FINISHED_WITHIN, "every agent completed")
         # host 2 rejoins: with the others stopped, it alone can run a new agent
         workers.stop(one, three)
         assert on_cut.poll() is None, workers.said(cut)

@@ -58,7 +58,9 @@ def run_cli(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[byte
         )
 
 
-def wait_for(what: Callable[[], bool], seconds: float = 60) -> None:
+def wait_for(what: Callable[[], bool], seconds: float = 120) -> None:
+    """Wait for what a worker visibly does (a bound for a hang: a loaded machine takes
+    seconds to start one)."""
     deadline = time.monotonic() + seconds
     while not what():
         assert time.monotonic() < deadline, "timed out waiting"
