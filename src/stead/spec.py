@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import GovernanceError, ScriptError, SpecError, ToolError
 from .governance.grants import check_valid_for, parse_grant
+from .hostpaths import unlinked
 from .ids import is_id
 from .integrity.checks import parse_check
 from .integrity.monitor_config import MonitorConfigError, build_monitors
@@ -54,6 +55,8 @@ _FIELDS = (
     "monitors",
     "mcp",
 )
+_FILED = ("scripted:", "replay:")
+"""Models read from a file beside the spec."""
 _SPEC_GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
 
 
@@ -74,7 +77,7 @@ class AgentSpec:
     command_seconds: float = DEFAULT_COMMAND_SECONDS
     workspace_mb: int = DEFAULT_WORKSPACE_MB
     workspace_files: int = DEFAULT_WORKSPACE_FILES
-    base_dir: str = "."
+    base_dir: str = "."  # the spec's folder; "" for a spec without one (from the network)
     script: list[Any] | None = field(default=None, compare=False)
     # None: one unconstrained grant per listed tool
     scope: tuple[dict[str, Any], ...] | None = None
@@ -127,9 +130,12 @@ def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:
     return value
 
 
-def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
-    """Validate spec data (already parsed from YAML); paths are relative to base_dir."""
-    base = Path(base_dir).resolve()
+def parse_spec(data: Any, base_dir: str | Path | None = ".") -> AgentSpec:
+    """Validate spec data (already parsed from YAML); paths are relative to base_dir.
+
+    ``base_dir=None`` is a spec without a folder (one sent over the network): it
+    names no file and no folder, and nothing is imported from a folder of its."""
+    base = Path(base_dir).resolve() if base_dir is not None else None
     if not isinstance(data, dict):
         raise SpecError(
             f"a spec is a YAML mapping with fields {', '.join(_FIELDS)}; got {type(data).__name__}"
@@ -146,7 +152,10 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     instructions = _str(data, "instructions", "")
     if data.get("model") is None:
         raise _fail("model", "is required")
-    model, script, model_options = parse_model_field(data["model"], base)
+    if base is None and isinstance(data["model"], str) and data["model"].startswith(_FILED):
+        raise _fail("model", "a spec without a folder names no script or recording")
+    # without a folder, no model read from one is left: the folder given is never used
+    model, script, model_options = parse_model_field(data["model"], base or Path("/"))
 
     tools = _parse_tools(data.get("tools", []))
 
@@ -162,7 +171,9 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
     if workspace is not None:
         if not isinstance(workspace, str):
             raise _fail("workspace", "must be the path of a folder to seed the workspace from")
-        folder = (base / workspace).resolve()
+        if base is None:
+            raise _fail("workspace", "a spec without a folder seeds its workspace from none")
+        folder = unlinked(base / workspace)  # a link would seed from wherever it points
         if not folder.is_dir():
             raise _fail("workspace", f"folder {folder} does not exist")
         workspace = str(folder)
@@ -236,7 +247,7 @@ def parse_spec(data: Any, base_dir: str | Path = ".") -> AgentSpec:
         command_seconds=float(command_seconds),
         workspace_mb=workspace_mb,
         workspace_files=workspace_files,
-        base_dir=str(base),
+        base_dir="" if base is None else str(base),
         script=script,
         scope=scope,
         tool_autonomy=dict(tool_autonomy),

@@ -422,3 +422,68 @@ def test_a_key_is_never_sent_unencrypted_to_another_host() -> None:
     keyless = model_for(spec, lambda name: None)  # no key: nothing to protect
     assert keyless.secrets == {}  # type: ignore[attr-defined]
     keyless.close()  # type: ignore[attr-defined]
+
+
+# -- host folders: a workspace's seed, and where Python is imported from ------------------
+
+EVIL = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n\ndef f(*args):\n    pass\n"
+
+
+def test_a_workspace_is_seeded_from_no_link_no_data_folder_and_not_the_vault_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "a.txt").write_text("a", encoding="utf-8")
+    (tmp_path / "link").symlink_to(seed)
+    model = {"provider": "openai", "name": "m"}
+    with pytest.raises(SpecError, match=r"'workspace'.*symbolic link"):
+        parse_spec({"name": "x", "model": model, "workspace": "link"}, tmp_path)
+    data = tmp_path / "data"
+    rt = Runtime("memory:", data)
+    for folder, needle in [(".", "holds stead's data folder"),
+                           ("data/workspaces", "lies in stead's data folder")]:  # fmt: skip
+        (data / "workspaces").mkdir(parents=True, exist_ok=True)
+        spec = parse_spec({"name": "x", "model": model, "workspace": folder}, tmp_path)
+        with pytest.raises(SpecError, match=needle):
+            rt.create(spec)
+    assert list((data / "workspaces").iterdir()) == []  # nothing staged
+    monkeypatch.setenv("STEAD_SECRET_KEY_FILE", str(seed / "a.txt"))
+    with pytest.raises(SpecError, match="vault key"):
+        rt.create(parse_spec({"name": "x", "model": model, "workspace": "seed"}, tmp_path))
+    monkeypatch.delenv("STEAD_SECRET_KEY_FILE")
+    made = rt.create(parse_spec({"name": "x", "model": model, "workspace": "seed"}, tmp_path))
+    assert (rt.workspace(made.agent_id, "default").root / "a.txt").read_text() == "a"
+    rt.close()
+
+
+def test_nothing_is_imported_from_a_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stead.errors import ToolError
+    from stead.tools.registry import import_object
+
+    data = tmp_path / "data"
+    rt = Runtime("memory:", data)
+    workspace = data / "workspaces" / "acme" / "ag_1"
+    workspace.mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    (workspace / "evil.py").write_text(EVIL.format(marker=str(marker)), encoding="utf-8")
+    (workspace / "__init__.py").write_text(EVIL.format(marker=str(marker)), encoding="utf-8")
+    # the data folder, or a workspace, as the folder a spec imports from
+    for folder, ref in [(data, "workspaces.acme.ag_1.evil:f"), (workspace, "evil:f")]:
+        with pytest.raises(ToolError, match="data folder"):
+            import_object(ref, [folder], "monitor")
+    # a module found in the data folder through a folder already importable (the
+    # current folder, under python -m), its packages' code not run to find it
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ToolError, match="would be imported from"):
+        import_object("data.workspaces.acme.ag_1.evil:f", [], "monitor")
+    assert not marker.exists()
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "x", "model": "openai:m",
+                                    "tools": ["data.workspaces.acme.ag_1.evil:f"]}))  # fmt: skip
+    with pytest.raises(ToolError, match="data folder"):
+        rt.check_loads(load_spec(spec))
+    assert not marker.exists()
+    rt.close()

@@ -13,6 +13,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from ..errors import NotFound, UsageError
+from ..hostpaths import check_seed
 from ..ids import check_id, new_id
 from ..integrity.keys import create_keyed
 from ..journal import Kind, NewEvent
@@ -47,34 +48,35 @@ def create(rt: Runtime, spec: AgentSpec, agent_id: str | None = None) -> State:
     # stored: a creation killed half-way leaves no agent and no half-seeded
     # workspace under the agent's name (a stored agent whose folder never
     # arrived is rebuilt from its manifest's blobs on first run).
+    if spec.workspace:  # before anything is staged: never the data folder or the key
+        check_seed(spec.workspace, rt.data_dir)
     ws = rt.workspace(agent_id, spec.tenant)
     staging = Workspace(ws.root.with_name(f".new-{agent_id}"), ws.blobs)
     shutil.rmtree(staging.root, ignore_errors=True)
-    staging.create()
-    if spec.workspace:
-        staging.seed_from(spec.workspace)
-    manifest = staging.scan()
-    created = NewEvent(
-        Kind.AGENT_CREATED,
-        {
-            "name": spec.name,
-            "tenant": spec.tenant,
-            "goals": list(spec.goals),
-            "autonomy": spec.autonomy,
-            "tool_autonomy": dict(spec.tool_autonomy),
-            "out_of_scope": spec.out_of_scope,
-            "tools": list(spec.tools),
-            "model": spec.model,
-            "manifest": manifest,
-            "seeded_from": spec.workspace,
-        },
-    )
-    author = f"spec author {rt.person()}"
-    grants = [
-        NewEvent(Kind.GRANT_ADDED, {"grant": new_grant(g, author, rt.clock, "spec scope")})
-        for g in initial_scope(spec)
-    ]
-    try:
+    try:  # nothing staged is left behind, however creation ends
+        staging.create()
+        if spec.workspace:
+            staging.seed_from(spec.workspace)
+        created = NewEvent(
+            Kind.AGENT_CREATED,
+            {
+                "name": spec.name,
+                "tenant": spec.tenant,
+                "goals": list(spec.goals),
+                "autonomy": spec.autonomy,
+                "tool_autonomy": dict(spec.tool_autonomy),
+                "out_of_scope": spec.out_of_scope,
+                "tools": list(spec.tools),
+                "model": spec.model,
+                "manifest": staging.scan(),
+                "seeded_from": spec.workspace,
+            },
+        )
+        author = f"spec author {rt.person()}"
+        grants = [
+            NewEvent(Kind.GRANT_ADDED, {"grant": new_grant(g, author, rt.clock, "spec scope")})
+            for g in initial_scope(spec)
+        ]
         # the tools its MCP servers offer, listed now, in its new workspace
         found = listings(rt, spec, agent_id, staging.root)
         listed = [NewEvent(Kind.MCP_TOOLS_LISTED, d) for d in found]

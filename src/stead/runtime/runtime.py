@@ -24,6 +24,7 @@ from ..errors import (
     ToolError,
     UsageError,
 )
+from ..hostpaths import keep
 from ..ids import check_id, new_id
 from ..integrity.certificates import certifier_for
 from ..integrity.loading import sealed_tools
@@ -86,6 +87,7 @@ class Runtime(AuthorityActions):
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="stead-")
         self.data_dir = Path(data_dir)
+        keep(self.data_dir)  # nothing is imported from it, nor a workspace seeded from it
         self._blobs = open_blobs(blobs, self.data_dir / "blobs")  # see stead.store.blob_url
         self.clock = clock or SystemClock()
         self.lease_ttl = lease_ttl

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolError
+from ..hostpaths import check_import_folder, check_module
 from .base import Tool, as_tool, declared_tool
 from .builtin import BUILTINS
 
@@ -40,13 +41,22 @@ def load_tool(ref: str, search_path: Iterable[str | Path] = ()) -> Tool:
 
 
 def import_object(ref: str, search_path: Iterable[str | Path] = (), what: str = "object") -> Any:
-    """The object ``module:name`` names, with ``search_path`` folders importable first."""
+    """The object ``module:name`` names, with ``search_path`` folders importable first.
+
+    Never from a data folder (:mod:`stead.hostpaths`): neither is put on ``sys.path``,
+    and a module that would be loaded from one is refused before it runs. A spec
+    without a folder (one from the network) has ``""`` as its folder: nothing is
+    added then (on ``sys.path``, ``""`` would be the current folder)."""
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise ToolError(f"{what} {ref!r}: write it as module:function, e.g. mypkg.tools:upload")
-    for folder in search_path:
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
+    folders = [str(folder) for folder in search_path if str(folder)]
+    for folder in folders:
+        check_import_folder(folder, f"{what} {ref!r}")
+    for folder in folders:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    check_module(module_name, f"{what} {ref!r}")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # a module that fails as it imports is the spec's problem too
