@@ -115,8 +115,15 @@ def test_certificate_check_provenance_quarantine_and_rollback(served: Served) ->
 
 
 def test_an_agent_is_exported_as_signed_bytes_and_imported_again(served: Served) -> None:
-    agent_id = made(served, "waiter.yaml")
-    run_until(served, agent_id, {"waiting"})
+    scripted = made(served, "waiter.yaml")
+    run_until(served, scripted, {"waiting"})
+    got = served.call("POST", f"/v1/agents/{scripted}/export", "acme", "operator", json={})
+    # its spec reads a script from the host: over HTTP, an archive holds a network spec
+    refused = served.call("POST", "/v1/agents/import", "acme", "operator", content=got.content)
+    assert refused.status_code == 400 and "'model'" in refused.text, refused.text
+    spec = {"name": "plain", "model": {"provider": "openai", "name": "m"}, "tools": ["read_file"]}
+    agent_id = served.call("POST", "/v1/agents", "acme", "operator",
+                           json={"spec": spec}).json()["agent_id"]  # fmt: skip
     got = served.call("POST", f"/v1/agents/{agent_id}/export", "acme", "operator", json={})
     assert got.status_code == 200 and got.headers["content-type"] == "application/octet-stream"
     archive, key = got.content, got.headers["x-stead-public-key"]
@@ -126,7 +133,7 @@ def test_an_agent_is_exported_as_signed_bytes_and_imported_again(served: Served)
     refused = served.call("POST", f"/v1/agents/import?trust_key={other}", "acme", "operator",
                           content=archive)  # fmt: skip
     assert 400 <= refused.status_code < 500, refused.text
-    assert len(served.call("GET", "/v1/agents", "acme", "viewer").json()) == 1
+    assert len(served.call("GET", "/v1/agents", "acme", "viewer").json()) == 2
     grants = served.call("POST", "/v1/agents/import?with_grants=true", "acme", "operator",
                          content=archive)  # fmt: skip
     assert grants.status_code == 409 and "admin" in grants.text
@@ -138,7 +145,7 @@ def test_an_agent_is_exported_as_signed_bytes_and_imported_again(served: Served)
     broken = served.call("POST", "/v1/agents/import", "acme", "operator",
                          content=archive[: len(archive) // 2])  # fmt: skip
     assert broken.status_code in (400, 422), broken.text
-    assert len(served.call("GET", "/v1/agents", "acme", "viewer").json()) == 2
+    assert len(served.call("GET", "/v1/agents", "acme", "viewer").json()) == 3
 
 
 def test_model_goal_signoff_certificate_check_and_secret_names(served: Served) -> None:

@@ -36,6 +36,10 @@ import cedarpy
 
 from ..errors import PolicyError
 
+MODEL_BASE_URL = "model_base_url"
+"""The annotation naming, space-separated, the model endpoints (``base_url``) besides the
+provider's own that the tenant's specs from the network may name (``@model_base_url("URL")``
+on any of its policies)."""
 PERMIT_ALL = "permit(principal, action, resource);\n"
 """What a tenant without a policy gets (version 0): everything the ledger allows."""
 
@@ -80,6 +84,13 @@ class CompiledPolicy:
         self._ids = {
             pid: (p.get("annotations") or {}).get("id") or pid for pid, p in policies.items()
         }
+        # not a rule for calls: where the tenant's specs from the network may send
+        # their model's requests (stead.server.netspec), set with the policy by an admin
+        self.model_base_urls = frozenset(
+            url.rstrip("/")
+            for p in policies.values()
+            for url in str((p.get("annotations") or {}).get(MODEL_BASE_URL, "")).split()
+        )
 
     def evaluate(
         self,

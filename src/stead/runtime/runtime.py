@@ -419,11 +419,18 @@ class Runtime(AuthorityActions):
         return lineage.export(self, agent_id, Path(path), move=move)
 
     def import_archive(
-        self, path: str | Path, *, with_grants: bool = False, trusted: TrustedKeys | None = None
+        self,
+        path: str | Path,
+        *,
+        with_grants: bool = False,
+        trusted: TrustedKeys | None = None,
+        vet: lineage.Vet = None,
     ) -> State:
         """Read an archive into this store as a new agent; with ``trusted``, only an
-        archive signed by one of those exporter keys (:mod:`stead.snapshots.trust`)."""
-        return lineage.import_archive(self, Path(path), with_grants=with_grants, trusted=trusted)
+        archive signed by one of those exporter keys (:mod:`stead.snapshots.trust`);
+        with ``vet``, only one whose spec it passes (an archive from the network)."""
+        return lineage.import_archive(self, Path(path), with_grants=with_grants,
+                                      trusted=trusted, vet=vet)  # fmt: skip
 
     def set_model(self, agent_id: str, model: Any, base_dir: Path | None = None) -> State:
         """Give the agent another model from its next decision on (journaled).

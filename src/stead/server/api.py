@@ -3,10 +3,10 @@
 Each handler is the command line's own action through the tenant's runtime
 (:class:`~stead.server.app.Call`), so the API and ``stead`` say the same
 words. Agents made over HTTP come from a spec in the operator's spec folder
-(``stead serve --specs DIR``, by file name), or from a spec in the request
-that may name only stead's own tools and a provider's model: a spec from the
-network must not make the server import a module, read a script or start a
-program of its choosing.
+(``stead serve --specs DIR``, by file name), or from a spec in the request,
+held to the one allowlist of :mod:`stead.server.netspec`: a spec from the
+network must not make the server import a module, read a file or folder or
+start a program of its choosing.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..state import State
 from ..store.base import AgentSummary
 from ..yamlsafe import load_yaml, read_text
 from .app import Call, Endpoint, Server
+from .netspec import check_spec, endpoints
 from .schemas import (
     AGENT,
     AGENT_STATE,
@@ -114,24 +115,12 @@ def _spec_from(call: Call) -> AgentSpec:
         data = load_yaml(read_text(path, "spec", SpecError), f"spec {name}", SpecError)
         return _as_tenant(call, data, folder)
     data = body["spec"]
-    for ref in data.get("tools", []) if isinstance(data.get("tools"), list) else []:
-        if not isinstance(ref, str) or ":" in ref:
-            raise SpecError(
-                f"tools: {ref!r}: a spec sent to the server names only stead's own tools; "
-                "put a spec with tools of your own in the server's spec folder"
-            )
-    if not isinstance(data.get("model"), dict):
-        raise SpecError(
-            "model: a spec sent to the server names a provider's model as a mapping "
-            "(provider, name, ...); scripted and recorded models are read from files, so "
-            "put such a spec in the server's spec folder"
-        )
-    if data.get("mcp"):
-        raise SpecError("mcp: a spec sent to the server starts no MCP servers; use the spec folder")
-    return _as_tenant(call, data, call.server.data_dir)
+    # one allowlist for every spec from the network; it has no folder of its own
+    check_spec(data, endpoints(call.rt.store, call.token.tenant))
+    return _as_tenant(call, data, None)
 
 
-def _as_tenant(call: Call, data: Any, base: Path) -> AgentSpec:
+def _as_tenant(call: Call, data: Any, base: Path | None) -> AgentSpec:
     """The spec, made for the token's tenant (a spec naming another is refused)."""
     if isinstance(data, dict):
         data = {"tenant": call.token.tenant, **data}

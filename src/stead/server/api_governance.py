@@ -18,6 +18,7 @@ from ..sandbox.secrets import check_name
 from ..state import State
 from .api import brief, one_agent
 from .app import Call, Endpoint
+from .netspec import check_model, endpoints
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
 
@@ -73,13 +74,12 @@ def accept(call: Call) -> Any:
 
 
 def set_model(call: Call) -> Any:
-    """Give the agent another provider's model; scripted and recorded models are read
-    from files of the server's host, so only a worker's operator sets those."""
+    """Give the agent another provider's model, as a spec from the network may name
+    one (:func:`stead.server.netspec.check_model`): scripted and recorded models are
+    read from files of the server's host, so only a worker's operator sets those."""
     model = call.body["model"]
-    ref = model if isinstance(model, str) else str(model.get("provider", ""))
-    if any(ref.startswith(p) for p in ("scripted:", "replay:", "program:")):
-        raise UsageError("a model set over HTTP is a provider's (provider:name, or a mapping)")
-    return brief(call.rt.set_model(call.params["agent_id"], model, call.server.data_dir))
+    check_model(model, endpoints(call.rt.store, call.token.tenant))
+    return brief(call.rt.set_model(call.params["agent_id"], model))
 
 
 def sign_off(call: Call) -> Any:

@@ -16,6 +16,7 @@ from ..integrity.certificates import journaled_certificate, verify_certificate
 from ..snapshots.trust import TrustedKeys
 from .api import brief, one_agent
 from .app import Call, Endpoint
+from .netspec import check_record, endpoints
 from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
 
 SNAPSHOT = answer(
@@ -174,7 +175,9 @@ def export(call: Call) -> Any:
 def import_archive(call: Call) -> Any:
     """A new agent from an archive in the body. ``?trust_key=KEY`` accepts only an
     archive signed by that exporter key; ``?with_grants=true`` keeps the archive's
-    grants, which only an admin may ask for, since it gives the agent authority."""
+    grants, which only an admin may ask for, since it gives the agent authority.
+    The archive's spec is a spec from the network: held to the same allowlist as one
+    sent to ``POST /v1/agents`` (:func:`stead.server.netspec.check_record`)."""
     with_grants = call.query.get("with_grants", "false") == "true"
     if with_grants and call.token.role != "admin":
         raise GovernanceError("importing an agent with its grants needs an admin token")
@@ -183,7 +186,9 @@ def import_archive(call: Call) -> Any:
     with tempfile.TemporaryDirectory(prefix="stead-import-") as folder:
         path = Path(folder) / "agent.stead"
         path.write_bytes(call.body)
-        state = call.rt.import_archive(path, with_grants=with_grants, trusted=trusted)
+        allowed = endpoints(call.rt.store, call.token.tenant)
+        state = call.rt.import_archive(path, with_grants=with_grants, trusted=trusted,
+                                       vet=lambda spec: check_record(spec, allowed))  # fmt: skip
     origin = state.origin or {}
     return {"agent_id": state.agent_id, "status": state.status, "version": state.version,
             "signed_by": origin.get("signed_by"), "trusted": trusted is not None}  # fmt: skip

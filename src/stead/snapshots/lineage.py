@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from ..errors import GovernanceError, NotFound, StoreError, UsageError
 from ..folds import CARRIED
 from ..governance.grants import inactive_reason, narrower
 from ..governance.identity import IDENTITY_SECRET
+from ..hostpaths import check_import_folder
 from ..ids import new_id
 from ..integrity.anchoring import check_record
 from ..integrity.keys import create_keyed
@@ -41,6 +42,10 @@ from ..store.base import AgentRecord
 
 if TYPE_CHECKING:
     from ..ports import RuntimePort
+
+Vet = Callable[[dict[str, Any]], dict[str, Any]] | None
+"""What an import asks of an archive's spec (the one it stores), beyond the archive's
+own checks: the server's network-spec allowlist, for an archive sent over HTTP."""
 
 
 def carried(state: State) -> dict[str, Any]:
@@ -342,17 +347,25 @@ def import_archive(
     with_grants: bool = False,
     tenant: str | None = None,
     trusted: TrustedKeys | None = None,
+    vet: Vet = None,
 ) -> State:
     """Read a verified archive into this store as a new agent (see the module docstring).
 
     With ``trusted``, an archive signed by a key not on that list is refused
     before anything is written. The key that signed it is recorded in the new
-    agent's origin (``signed_by``) either way.
+    agent's origin (``signed_by``) either way. With ``vet``, the spec is what
+    ``vet`` makes of it (a SpecError refuses it, before anything is written).
+    Its folder (``base_dir``) is never a data folder or in one: what its tools
+    import would come from where agents write.
     """
     archive = read_archive(path)  # ArchiveError before anything is written
     if trusted is not None:
         trusted.check(path, archive.header["public_key"])
-    head = archive.header["agent"]
+    head = dict(archive.header["agent"])
+    if vet is not None:
+        head["spec"] = vet(dict(head["spec"]))
+    if str(head["spec"].get("base_dir") or ""):
+        check_import_folder(str(head["spec"]["base_dir"]), "the archive's spec")
     tenant = tenant or rt.tenant or head["tenant"]
     new_agent = import_id(archive.archive_id)
     try:
