@@ -457,3 +457,20 @@ def test_truncated_tampered_and_future_archives_are_refused_with_reasons(
         read_archive(future)
     with pytest.raises(ArchiveError, match="no archive"):
         read_archive(tmp_path / "missing.stead")
+
+
+@pytest.mark.usefixtures("key")
+def test_an_archive_s_spec_never_imports_from_the_data_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The second of two chained imports: its tools found in the first one's workspace."""
+    archive, _ = exported(tmp_path, capsys)
+    db = tmp_path / "other" / "stead.db"
+    agent = read_archive(archive).header["agent"]
+    for i, folder in enumerate([db.parent, db.parent / "workspaces" / "default" / "ag_first"]):
+        out = tmp_path / f"chained{i}.stead"
+        spec = {**agent["spec"], "base_dir": str(folder)}
+        forged(archive, out, {}, {"agent": {**agent, "spec": spec}})
+        code, _, err = run_text(capsys, "import", str(out), "--store", f"sqlite:///{db}")
+        assert code == 2 and "data folder" in err, err
+    assert nothing_stored(db)
