@@ -161,6 +161,7 @@ def test_a_spec_naming_python_in_a_workspace_or_installed_is_refused(live: Live)
          "goals[0].accept[0].predicate"),
         ({"tools": [f"{module}:f"]}, "tools[0]"),
         ({"tools": [{"tool": "shell", "env": ["HOME"]}]}, "tools[0].env"),
+        ({"tools": [{"tool": "shell", "secrets": ["GITHUB_TOKEN"]}]}, "tools[0].secrets"),
         ({"model": {**MODEL, "summarizer": "scripted:/etc/passwd"}}, "model"),
         ({"base_dir": str(live.data)}, "base_dir"),
         ({"script": [{"finish": "x"}]}, "script"),

@@ -34,7 +34,7 @@ FIELDS: dict[str, str] = {
         "a provider's model (openai or anthropic: provider:NAME, or a mapping of its "
         "options), its base_url the provider's own or one the tenant's policy names"
     ),
-    "tools": "stead's own tools by name, alone or as {tool, secrets} (no env)",
+    "tools": "stead's own tools by name (no secrets, no env)",
     "autonomy": "its autonomy",
     "goals": "goals whose checks are commands, files or sign-offs (no predicate)",
     "limits": "its limits",
@@ -122,8 +122,13 @@ def check_spec(data: Any, allowed: frozenset[str], advice: str = TO_SPEC_FOLDER)
     tools = data.get("tools")
     for i, ref in enumerate(tools if isinstance(tools, list) else []):
         name = ref.get("tool") if isinstance(ref, Mapping) else ref
-        if isinstance(ref, Mapping) and "env" in ref:
+        if isinstance(ref, Mapping) and ref.get("env"):
             raise _refused(f"tools[{i}].env", "gives a tool none of the host's variables", advice)
+        if isinstance(ref, Mapping) and ref.get("secrets"):
+            # an admin wrote them; a token that may not read them may not hand them to
+            # commands that can send them wherever the agent's grants reach either
+            raise _refused(f"tools[{i}].secrets", "gives a tool none of the tenant's secrets",
+                           advice)  # fmt: skip
         if not isinstance(name, str) or name not in BUILTINS:
             raise _refused(
                 f"tools[{i}]",
