@@ -207,6 +207,17 @@ def test_a_spec_from_the_network_sends_its_key_only_where_the_policy_allows(
     )
 
 
+def test_only_an_admin_spec_grants_the_network(live: Live) -> None:
+    """Adding a network grant over HTTP takes an admin: so does a spec carrying one."""
+    spec = {"name": "x", "model": MODEL, "tools": ["shell"],
+            "scope": [{"tool": "shell"}, {"tool": "network"}]}  # fmt: skip
+    for role in ("operator", "approver"):
+        _refused(live.call("POST", "/v1/agents", role, json={"spec": spec}), "network", "admin")
+    assert live.agents() == []
+    made = live.call("POST", "/v1/agents", "admin", json={"spec": spec})
+    assert made.status_code == 201, made.text
+
+
 def _archive(live: Live, tmp_path: Path) -> Path:
     """A real archive of an agent made from a spec sent over the network."""
     made = live.create({"name": "plain", "model": MODEL, "tools": ["read_file"]})

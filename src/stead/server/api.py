@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import LeaseHeld, SpecError, UsageError
+from ..governance.grants import NETWORK
 from ..integrity.audit import audit
 from ..spec import AgentSpec, parse_spec
 from ..state import State
 from ..store.base import AgentSummary
 from ..yamlsafe import load_yaml, read_text
+from . import auth
 from .app import Call, Endpoint, Server
 from .netspec import check_spec, endpoints
 from .schemas import (
@@ -117,6 +119,17 @@ def _spec_from(call: Call) -> AgentSpec:
     data = body["spec"]
     # one allowlist for every spec from the network; it has no folder of its own
     check_spec(data, endpoints(call.rt.store, call.token.tenant))
+    scope = data.get("scope") if isinstance(data, dict) else None
+    granted = (
+        [g.get("tool") for g in scope if isinstance(g, dict)] if isinstance(scope, list) else []
+    )
+    if NETWORK in granted and not auth.allows(call.token.role, "govern"):
+        # a grant added over HTTP takes an admin; one carried by a spec must too
+        raise SpecError(
+            f"scope: a grant of {NETWORK!r} gives the agent's commands the network; a "
+            f"{call.token.role} token cannot grant it: an admin token makes the agent, or "
+            "the operator adds the grant on the server's host (stead grant)"
+        )
     return _as_tenant(call, data, None)
 
 
