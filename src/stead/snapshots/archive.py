@@ -208,43 +208,72 @@ def read_archive(path: Path) -> Archive:
     return Archive(header, events, state, blobs)
 
 
+_TAIL = 4096
+"""Bytes at the end of a file searched for its checksum line (72 bytes when whole)."""
+
+
 def _members(path: Path) -> dict[str, bytes]:
+    """The archive's members by name, once its whole-file checksum holds.
+
+    The file is read twice, never held whole: its checksum is taken a chunk at a
+    time, so a damaged or made-up file (one sent over HTTP, say) costs no memory;
+    then each member is read on its own.
+    """
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            return _read_members(path, f, os.fstat(f.fileno()).st_size)
     except FileNotFoundError:
         raise ArchiveError(f"no archive at {path}") from None
     except OSError as exc:
         raise ArchiveError(f"cannot read {path}: {exc.strerror}") from None
-    if not raw.startswith(MAGIC.split(b" ")[0] + b" "):
+
+
+def _read_members(path: Path, f: Any, size: int) -> dict[str, bytes]:
+    if f.read(len(b"stead-archive ")) != MAGIC.split(b" ")[0] + b" ":
         raise ArchiveError(f"{path} is not a stead archive (it does not start with {MAGIC!r})")
-    body, _, trailer = raw[:-1].rpartition(b"\n")
-    body += b"\n"
-    if not raw.endswith(b"\n") or not trailer.startswith(b"sha256 "):
+    f.seek(max(0, size - _TAIL))
+    tail = f.read()
+    cut = tail[:-1].rfind(b"\n")
+    trailer = tail[cut + 1 : -1]
+    if not tail.endswith(b"\n") or cut < 0 or not trailer.startswith(b"sha256 "):
         raise ArchiveError(f"{path} is truncated: it does not end with its checksum line")
-    if trailer[7:].decode("ascii", "replace") != _sha(body):
+    body_len = size - len(trailer) - 1  # through the newline before the checksum line
+    digest = hashlib.sha256()
+    f.seek(0)
+    left = body_len
+    while left > 0:
+        chunk = f.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        digest.update(chunk)
+        left -= len(chunk)
+    if trailer[7:].decode("ascii", "replace") != digest.hexdigest():
         raise ArchiveError(
             f"{path} does not match its checksum: it is damaged, truncated or was changed "
             "after it was written; nothing was imported"
         )
-    first = body.index(b"\n") + 1
-    version_word = body[len(b"stead-archive ") : first - 1]
+    f.seek(0)
+    first_line = f.readline(_TAIL)
+    version_word = first_line[len(b"stead-archive ") : -1]
     if version_word != b"1":
         raise ArchiveError(
             f"{path} has archive format version {version_word.decode('ascii', 'replace')}, "
             f"but this stead reads versions up to {VERSION}; upgrade stead to import it"
         )
     found: dict[str, bytes] = {}
-    at = first
-    while at < len(body):
-        end = body.find(b"\n", at)
-        name, _, size = body[at:end].decode("utf-8", "replace").rpartition(" ")
-        if end < 0 or not name or not size.isdigit() or name in found:
+    at = len(first_line)
+    while at < body_len:
+        line = f.readline(_TAIL)
+        name, _, count = line[:-1].decode("utf-8", "replace").rpartition(" ")
+        valid = line.endswith(b"\n") and count.isascii() and count.isdigit()
+        if not valid or not name or name in found:
             raise ArchiveError(f"{path}: a member's framing is not valid at byte {at}")
-        start = end + 1
-        stop = start + int(size)
-        if body[stop : stop + 1] != b"\n":
+        start = at + len(line)
+        stop = start + int(count)
+        data = f.read(int(count)) if stop < body_len else b""
+        if stop >= body_len or len(data) != int(count) or f.read(1) != b"\n":
             raise ArchiveError(f"{path}: member {name!r} does not end where its length says")
-        found[name] = bytes(body[start:stop])
+        found[name] = data
         at = stop + 1
     return found
 
