@@ -3,11 +3,13 @@ page's timeline say the same thing.
 
 Who allowed a call, under which policy version and approval, is part of the
 line (the audit a person reads); a finish or a question that repeats untrusted
-text says so.
+text says so. What a model, a tool or an MCP server wrote is shown with its
+control characters escaped (:func:`shown`), never as a terminal would obey them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,9 +17,25 @@ from .clock import iso
 from .governance.grants import describe
 from .journal import Event
 
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """``text`` with what a terminal would obey or a reader not see written out as
+    escapes: control characters (an ESC that clears a screen) and the marks that
+    turn text around (RLO makes ``evil\u202etxt.exe`` read ``evilexe.txt``). Only
+    lines and tabs are left as they are. The journal keeps what came; this is
+    how people are shown it."""
+    return _UNSEEN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
 
 def summarize(ev: Event) -> str:
-    """One line for people about ``ev``: what it did, and who allowed it."""
+    """One line for people about ``ev``: what it did, and who allowed it (written
+    :func:`shown`)."""
+    return shown(_summary(ev))
+
+
+def _summary(ev: Event) -> str:
     d = ev.data
     if ev.kind == "decision":
         parts = []

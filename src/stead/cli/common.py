@@ -20,6 +20,7 @@ from ..ids import check_id
 from ..runtime.runtime import Runtime
 from ..state import State
 from ..store import DEFAULT_URL, data_dir_for, open_store
+from ..summaries import shown
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
@@ -181,18 +182,19 @@ def describe_stop(state: State) -> list[str]:
         f"{state.status}[/] at version {state.version}"
     ]
     if state.status_reason:
-        lines.append(f"  reason: {escape(state.status_reason)}")  # the agent's words, not markup
+        # the agent's words: neither markup nor a terminal's escapes
+        lines.append(f"  reason: {escape(shown(state.status_reason))}")
     for call_id, call in sorted(state.unknown.items()):
         lines.append(
-            f"  outcome unknown: {call_id} {call.get('tool')}"
-            f"({json.dumps(call.get('args'), sort_keys=True)})"
+            f"  outcome unknown: {call_id} {escape(shown(str(call.get('tool'))))}"
+            f"({escape(json.dumps(call.get('args'), sort_keys=True))})"
         )
         lines.append(f"    decide with: stead resolve {agent} {call_id} --as done|retry|abort")
     asleep = state.hibernated if state.status == "hibernated" else None
     slept_in = (asleep or {}).get("status", state.status)
     if asleep is not None:
         why = asleep.get("status_reason") or ""
-        lines.append(f"  asleep while {slept_in}" + (f": {escape(why)}" if why else ""))
+        lines.append(f"  asleep while {slept_in}" + (f": {escape(shown(why))}" if why else ""))
     for vid, v in sorted(state.violations.items()):
         lines.append(f"  violation {vid} ({v.get('rule')}): {v.get('message', '')}")
         lines.append(f'    clear with: stead clear {agent} {vid} --reason "..."')

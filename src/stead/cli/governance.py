@@ -15,6 +15,7 @@ from ..errors import GovernanceError, UsageError
 from ..governance.gate import LEVELS
 from ..governance.grants import MAX_VALID_SECONDS, describe
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
+from ..summaries import shown
 from ..yamlsafe import read_text
 from .common import EXIT_COMPLETED, emit_json, err, out, runtime_for, tenant_of, wants_json
 
@@ -205,16 +206,18 @@ def cmd_scope(args: argparse.Namespace) -> int:
         return EXIT_COMPLETED
     out.print(f"agent {state.agent_id} ({state.name}), autonomy {state.autonomy}")
     for tool, level in sorted(state.tool_autonomy.items()):
-        out.print(f"  {tool}: {level}")
+        out.print(f"  {shown(tool)}: {level}", markup=False)
     out.print(f"policy version {report['policy_version']} of tenant {state.tenant}")
     out.print("grants:" if state.grants else "grants: none (every call is refused)")
     for gid, g in sorted(state.grants.items()):
         note = f"  [yellow](inactive: {live.get(gid)})[/]" if live.get(gid) else ""
         out.print(f"  {gid}  {describe(g)}  by {g.get('by')}{note}")
     for a in state.approvals.values():
-        out.print(f"approval {a['approval_id']} ({a['status']}) for {a['tool']}")
+        out.print(f"approval {a['approval_id']} ({a['status']}) for {shown(str(a['tool']))}",
+                  markup=False)  # fmt: skip
     for p in state.proposals.values():
-        out.print(f"proposal {p['proposal_id']}: {p['tool']}({p['args']})")
+        out.print(f"proposal {p['proposal_id']}: {shown(str(p['tool']))}({p['args']})",
+                  markup=False)  # fmt: skip
     return EXIT_COMPLETED
 
 

@@ -14,7 +14,7 @@ from ..clock import iso
 from ..errors import SecretError
 from ..integrity.audit import audit
 from ..sandbox.secrets import Vault
-from ..summaries import summarize
+from ..summaries import shown, summarize
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -106,7 +106,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     out.print(
         f"status: [{status_style(state.status)}]{state.status}[/]"
-        + (f" — {escape(state.status_reason)}" if state.status_reason else "")
+        + (f" — {escape(shown(state.status_reason))}" if state.status_reason else "")
     )
     out.print(
         f"decisions: {state.decisions} · steps completed: {state.steps_completed} · "
@@ -114,7 +114,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     model = (state.model_override or {}).get("model") or record.spec.get("model")
     swapped = " (set since creation)" if state.model_override else ""
-    out.print(f"model: {escape(str(model))}{swapped}")
+    out.print(f"model: {escape(shown(str(model)))}{swapped}")
     if state.usage:
         out.print(
             f"usage: {int(state.usage.get('tokens', 0)):,} tokens · "
@@ -122,9 +122,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
     out.print("goals:")
     for g in state.goals:
-        out.print(f"  [{g['status']}] {g['id']}: {g['description']}")
+        out.print(f"  [{g['status']}] {g['id']}: {shown(str(g['description']))}", markup=False)
     out.print(
-        "memory: " + (json.dumps(state.memory, sort_keys=True) if state.memory else "(empty)")
+        "memory: " + (json.dumps(state.memory, sort_keys=True) if state.memory else "(empty)"),
+        markup=False,
     )
     if state.pending:
         out.print(f"calls in flight: {', '.join(sorted(state.pending))}")
@@ -132,7 +133,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         out.print(f"calls with unknown outcome: {', '.join(sorted(state.unknown))}")
     out.print(f"workspace: {len(state.manifest)} files")
     for path in sorted(state.manifest):
-        out.print(f"  {path}  {state.manifest[path][:12]}")
+        out.print(f"  {shown(path)}  {state.manifest[path][:12]}", markup=False)
     out.print(f"head hash: {state.head_hash}")
     return EXIT_COMPLETED
 

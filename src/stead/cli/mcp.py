@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spec import load_spec
+from ..summaries import shown
 from ..tools.mcp.servers import list_server, listing_context
 from ..tools.mcp.tools import effect_of, schema_problem, tool_name
 from .common import emit_json, out, runtime_for, wants_json
@@ -59,9 +60,10 @@ def cmd_mcp_ls(args: argparse.Namespace) -> int:
     for t in found:
         note = f" [{t['disagreement']}]" if t["disagreement"] else ""
         unusable = f" [not offered: {t['unusable']}]" if t["unusable"] else ""
-        out.print(f"{t['name']}  {t['effect']} (from the {t['effect_from']}){note}{unusable}",
-                  markup=False)  # fmt: skip
-        out.print(f"    {t['description'].splitlines()[0] if t['description'] else ''}",
-                  markup=False)  # fmt: skip
+        # a server's own words: shown with their control characters escaped
+        out.print(shown(f"{t['name']}  {t['effect']} (from the {t['effect_from']})"
+                        f"{note}{unusable}"), markup=False)  # fmt: skip
+        first = t["description"].splitlines()[0] if t["description"] else ""
+        out.print(f"    {shown(first)}", markup=False)
         out.print(f"    {json.dumps(t['inputSchema'], sort_keys=True)}", markup=False)
     return 0
