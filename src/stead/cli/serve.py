@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 from pathlib import Path
@@ -38,6 +39,14 @@ def register(
         default=None,
         metavar="DIR",
         help="the folder of specs agents may be made from by name over HTTP",
+    )
+    p.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        metavar="ADDRESSES",
+        help="the proxies (comma-separated addresses or networks, such as 127.0.0.1) whose "
+        "X-Forwarded-For and X-Forwarded-Proto are believed; by default none, and every "
+        "client is the address it connects from",
     )
     p.set_defaults(func=cmd_serve)
 
@@ -151,8 +160,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the
     # handler it found: a quiet one, so that a requested stop exits 0
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # a forwarded address is believed only from a proxy the operator names: otherwise
+    # any client could say it is anyone, to be counted (and held off) as someone else
+    proxies = [p.strip() for p in (args.forwarded_allow_ips or "").split(",") if p.strip()]
+    for proxy in proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise UsageError(
+                f"--forwarded-allow-ips: {proxy!r} is not an address or network (such as "
+                "127.0.0.1 or 10.0.0.0/8)"
+            ) from None
     try:
-        uvicorn.run(application(server), host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(
+            application(server),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            proxy_headers=bool(proxies),
+            forwarded_allow_ips=proxies or None,
+        )
     finally:
         signal.signal(signal.SIGTERM, previous)
     return EXIT_COMPLETED

@@ -39,6 +39,7 @@ from .schemas import (
     OBJECT,
     listing,
     strict,
+    whole,
 )
 
 _PAGE = 500
@@ -164,9 +165,7 @@ def _int(call: Call, name: str, default: int, low: int, high: int) -> int:
     text = call.query.get(name)
     if text is None:
         return default
-    if not text.isdigit() or not low <= int(text) <= high:
-        raise UsageError(f"?{name}= is a whole number from {low} to {high}, not {text!r}")
-    return int(text)
+    return whole(text, f"?{name}=", low, high)
 
 
 def events(call: Call) -> Any:

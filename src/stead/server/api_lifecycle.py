@@ -11,13 +11,13 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..errors import GovernanceError, UsageError
+from ..errors import GovernanceError, SteadError, UsageError
 from ..integrity.certificates import journaled_certificate, verify_certificate
 from ..snapshots.trust import TrustedKeys
 from .api import brief, one_agent
 from .app import Call, Endpoint
 from .netspec import check_record, endpoints
-from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict
+from .schemas import ID, NEW_AGENT, OBJECT, TEXT, answer, listing, strict, whole
 
 SNAPSHOT = answer(
     {"snapshot_id": ID, "agent_id": ID, "version": {"type": "integer"}},
@@ -67,10 +67,7 @@ def check(call: Call) -> Any:
 
 
 def _seq(call: Call) -> int:
-    text = call.params["seq"]
-    if not text.isdigit() or int(text) > 2**62:
-        raise UsageError(f"an event's sequence number is a whole number, not {text!r}")
-    return int(text)
+    return whole(call.params["seq"], "an event's sequence number")
 
 
 def _nodes(call: Call, which: str) -> Any:
@@ -183,12 +180,15 @@ def import_archive(call: Call) -> Any:
         raise GovernanceError("importing an agent with its grants needs an admin token")
     key = call.query.get("trust_key")
     trusted = TrustedKeys.configured([key] if key else [], None)
-    with tempfile.TemporaryDirectory(prefix="stead-import-") as folder:
-        path = Path(folder) / "agent.stead"
-        path.write_bytes(call.body)
-        allowed = endpoints(call.rt.store, call.token.tenant)
+    path = call.body.path  # the body as it arrived, on disk (server/bodies.py)
+    allowed = endpoints(call.rt.store, call.token.tenant)
+    try:
         state = call.rt.import_archive(path, with_grants=with_grants, trusted=trusted,
                                        vet=lambda spec: check_record(spec, allowed))  # fmt: skip
+    except SteadError as exc:
+        # the file is the server's own: its words say "the archive", not where it is
+        exc.args = (str(exc).replace(str(path), "the archive"), *exc.args[1:])
+        raise
     origin = state.origin or {}
     return {"agent_id": state.agent_id, "status": state.status, "version": state.version,
             "signed_by": origin.get("signed_by"), "trusted": trusted is not None}  # fmt: skip

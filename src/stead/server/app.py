@@ -32,9 +32,12 @@ from typing import Any, Protocol
 import jsonschema
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import Clock, SystemClock
 from ..errors import SteadError, UsageError
@@ -42,13 +45,18 @@ from ..runtime.runtime import Runtime
 from ..store.base import Store
 from ..store.scoped import TenantStore
 from ..store.tokens import TokenRecord, TokenRows
-from . import auth
+from . import auth, bodies
 from .errors import from_error, problem
+from .schemas import odd_path_part
 
-MAX_BODY = 1 << 20
-"""Bytes a JSON body may have: a spec, a message, a grant."""
-MAX_RAW_BODY = 256 << 20
-"""Bytes a raw body may have: an agent's archive."""
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+"""Sent with every answer: nothing framed, sniffed or referred. The page's own
+answers widen the policy to what they use (:mod:`stead.server.web`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,9 @@ class Call:
     body: Any
     server: Server
     headers: Mapping[str, str] = field(default_factory=dict)
+    alive: Callable[[], bool] = lambda: True
+    """Whether the credential the request came with still holds (for a stream, which
+    outlives its request's check)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,29 @@ class _Turn:
         self.lock.release()
 
 
+class Counts:
+    """Things held open per key (a token's streams), each key up to a limit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}
+
+    def take(self, key: str, limit: int) -> bool:
+        with self._lock:
+            if self._held.get(key, 0) >= limit:
+                return False
+            self._held[key] = self._held.get(key, 0) + 1
+            return True
+
+    def give_back(self, key: str) -> None:
+        with self._lock:
+            left = self._held.get(key, 0) - 1
+            if left > 0:
+                self._held[key] = left
+            else:
+                self._held.pop(key, None)
+
+
 class Server:
     """The store, the data folder and the pieces every request shares."""
 
@@ -132,6 +166,7 @@ class Server:
         self._runtimes: dict[str, Runtime] = {}
         self.running: dict[str, threading.Thread] = {}  # agents run at a request's ask
         self.sessions: SessionFinder | None = None  # the web page's, once it is served
+        self.streams = Counts()  # each token's open streams
         self._turns: weakref.WeakValueDictionary[str, _Turn] = weakref.WeakValueDictionary()
 
     def in_background(self, agent_id: str, work: Callable[[], None]) -> None:
@@ -185,51 +220,115 @@ class Server:
 
 
 def _client(request: Request) -> str:
+    # the connection's address, or the one a proxy named in --forwarded-allow-ips gave
     return request.client.host if request.client is not None else "unknown"
 
 
-async def _authenticated(server: Server, request: Request) -> TokenRecord | Response:
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A token not accepted: the answer's code and words, and seconds to wait (429)."""
+
+    code: str
+    message: str
+    wait: float = 0.0
+
+    def answer(self) -> Response:
+        if self.wait <= 0:
+            return problem(self.code, self.message)
+        return problem(self.code, self.message, headers={"retry-after": str(int(self.wait) + 1)})
+
+
+async def check_token(
+    server: Server, request: Request, presented: str, path: str
+) -> TokenRecord | Refused:
+    """The live token ``presented`` is, or why not, counted against the client.
+
+    A valid token is accepted even from a client held off: holding it off would
+    let whoever shares its address lock its holder out, and with 256 bits of
+    secret there is nothing to guess. A held-off client's failures are answered
+    429, and what it sends that is not even shaped like a token is refused
+    without a look at the store.
+    """
     address = _client(request)
+    held = server.attempts.held_off(address) > 0
+    if held and not auth.shaped_like_a_token(presented):
+        found: TokenRecord | auth.Refusal = auth.Refusal("not a stead token")
+    else:
+        found = await run_in_threadpool(auth.authenticate, server.tokens, presented)
+    if not isinstance(found, auth.Refusal):
+        return found
+    kind = server.attempts.failed(address)
+    if kind is not None:
+        await run_in_threadpool(
+            server.tokens.log_operator, kind,
+            {"from": address, "reason": found.reason, "token_id": found.token_id, "path": path},
+            server.clock.now(),
+        )  # fmt: skip
     wait = server.attempts.held_off(address)
-    if wait > 0:
-        return problem(
+    if held and wait > 0:
+        return Refused(
             "too_many_attempts",
             f"too many failed attempts from {address}; try again in {int(wait) + 1} s",
-            headers={"retry-after": str(int(wait) + 1)},
+            wait,
         )
+    return Refused("unauthenticated", "the API token is not valid (unknown, wrong or revoked)")
+
+
+def _still_valid(server: Server, token_id: str) -> Callable[[], bool]:
+    def alive() -> bool:
+        record = server.tokens.get_token(token_id)
+        return record is not None and record.revoked_at is None
+
+    return alive
+
+
+async def _authenticated(
+    server: Server, request: Request
+) -> tuple[TokenRecord, Callable[[], bool]] | Response:
     header = request.headers.get("authorization", "")
     presented = header[7:].strip() if header[:7].lower() == "bearer " else ""
     if not presented and request.method == "GET" and server.sessions is not None:
         # the web page's own reads (its journal stream), by its session: only reads,
         # so a form elsewhere cannot make a logged-in browser change anything
-        web = server.sessions.find(request.cookies.get("stead_web", ""))
+        sid = request.cookies.get("stead_web", "")
+        web = server.sessions.find(sid)
         if web is not None:
-            return web[1]
+            sessions = server.sessions
+            return web[1], lambda: sessions.find(sid) is not None
     if not presented:
         return problem(
             "unauthenticated",
             "this needs an API token: send `Authorization: Bearer TOKEN` (make one with "
             "`stead token create --tenant T --role R`)",
         )
-    found = await run_in_threadpool(auth.authenticate, server.tokens, presented)
-    if isinstance(found, auth.Refusal):
-        server.attempts.failed(address)
-        await run_in_threadpool(
-            server.tokens.log_operator,
-            "auth_failed",
-            {"from": address, "reason": found.reason, "token_id": found.token_id,
-             "path": request.url.path},
-            server.clock.now(),
-        )  # fmt: skip
-        return problem("unauthenticated", "the API token is not valid (unknown, wrong or revoked)")
-    return found
+    found = await check_token(server, request, presented, request.url.path)
+    if isinstance(found, Refused):
+        return found.answer()
+    return found, _still_valid(server, found.token_id)
+
+
+def _parsed(endpoint: Endpoint, raw: bytes) -> Any:
+    """The JSON body, checked against the endpoint's schema, or the answer refusing it."""
+    try:
+        body = json.loads(raw or b"null")
+        jsonschema.validate(body, endpoint.body or {})
+    except ValueError as exc:
+        return problem("bad_request", f"the body is not JSON: {exc}")
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "the body"
+        return problem("bad_request", f"{where}: {exc.message}")
+    return body
 
 
 def _handler(server: Server, endpoint: Endpoint) -> Callable[[Request], Any]:
     async def handle(request: Request) -> Response:
-        token = await _authenticated(server, request)
-        if isinstance(token, Response):
-            return token
+        who = await _authenticated(server, request)
+        if isinstance(who, Response):
+            return who
+        token, alive = who
+        odd = odd_path_part(request.path_params)
+        if odd is not None:
+            return problem("bad_request", odd)
         if not auth.allows(token.role, endpoint.action):
             return problem(
                 "forbidden",
@@ -237,25 +336,17 @@ def _handler(server: Server, endpoint: Endpoint) -> Callable[[Request], Any]:
                 f"{endpoint.summary[1:]}; it needs the role {auth.ACTIONS[endpoint.action]}",
             )
         body: Any = None
-        if endpoint.raw:
-            body = bytearray()
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > MAX_RAW_BODY:
-                    return problem("bad_request", f"the body is over {MAX_RAW_BODY} bytes")
-            body = bytes(body)
-        elif endpoint.body is not None:
-            raw = await request.body()
-            if len(raw) > MAX_BODY:
-                return problem("bad_request", f"the body is over {MAX_BODY} bytes")
-            try:
-                body = json.loads(raw or b"null")
-                jsonschema.validate(body, endpoint.body)
-            except ValueError as exc:
-                return problem("bad_request", f"the body is not JSON: {exc}")
-            except jsonschema.ValidationError as exc:
-                where = "/".join(str(p) for p in exc.absolute_path) or "the body"
-                return problem("bad_request", f"{where}: {exc.message}")
+        if endpoint.raw or endpoint.body is not None:
+            limit = bodies.MAX_RAW_BODY if endpoint.raw else bodies.MAX_BODY
+            got = await bodies.read(request, limit, spill=endpoint.raw)
+            if isinstance(got, Response):
+                return got
+            if endpoint.raw:
+                body = got  # the handler reads it from disk (body.path); removed below
+            else:
+                body = _parsed(endpoint, bytes(got.data))
+                if isinstance(body, Response):
+                    return body
         call = Call(
             server.runtime(token),
             token,
@@ -264,11 +355,15 @@ def _handler(server: Server, endpoint: Endpoint) -> Callable[[Request], Any]:
             body,
             server,
             request.headers,
+            alive,
         )
         try:
             answer = await run_in_threadpool(endpoint.handler, call)
         except SteadError as exc:
             return from_error(exc)
+        finally:
+            if endpoint.raw and body is not None:
+                body.close()
         if isinstance(answer, Response):
             return answer
         if answer is None:
@@ -302,6 +397,29 @@ def make_app(server: Server, endpoints: list[Endpoint], extra: list[Route]) -> S
         routes=[*extra, *routes],
         exception_handlers={404: not_found, 405: not_allowed},
         lifespan=lifespan,
+        middleware=[Middleware(_Guarded)],
     )
     app.state.server = server
     return app
+
+
+class _Guarded:
+    """Adds :data:`SECURITY_HEADERS` to every answer that has not set its own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def guarded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    if name not in headers:
+                        headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, guarded)

@@ -20,19 +20,26 @@ what the ones before it allow:
 So a stolen viewer token cannot approve, and an approver's cannot grant.
 
 Failed attempts are counted per client address (:class:`Attempts`): past
-``limit`` in ``window`` seconds, the address is refused before its token is
-even looked at until the window has passed, and every failure goes to the
-operator's log with the address and why (never what was presented).
+``limit`` in ``window`` seconds, the address's failures are answered "too many
+attempts" until the window has passed, and what it sends that is not even
+shaped like a token is refused without a look at the store. A valid token is
+never held off, wherever it comes from: its secret leaves nothing to guess,
+so holding it off would only let anyone sharing its address (a proxy, a
+network's NAT) lock its holder out. Failures go to the operator's log with the
+address and why (never what was presented), boundedly. The address is the
+connection's unless the operator names the proxies whose ``X-Forwarded-For``
+is believed (``stead serve --forwarded-allow-ips``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from ..clock import Clock
@@ -81,6 +88,11 @@ class Refusal:
     token_id: str | None = None
 
 
+def shaped_like_a_token(presented: str) -> bool:
+    """Whether ``presented`` reads ``stead.TOKEN_ID.SECRET`` (whatever its secret)."""
+    return _TOKEN.fullmatch(presented) is not None
+
+
 def authenticate(rows: TokenRows, presented: str) -> TokenRecord | Refusal:
     """The live token ``presented`` is, or why it is not one."""
     match = _TOKEN.fullmatch(presented)
@@ -98,33 +110,92 @@ def authenticate(rows: TokenRows, presented: str) -> TokenRecord | Refusal:
 
 
 class Attempts:
-    """Failed authentications per client address, in a sliding window."""
+    """Failed authentications per client, in a sliding window, in bounded memory.
 
-    def __init__(self, clock: Clock, limit: int = 10, window: float = 60.0) -> None:
+    A client is its address, or its /64 for IPv6 (the least a host is given, so
+    one host cannot make itself fresh addresses). Only the last ``limit``
+    failures of each client are kept, and at most ``clients`` clients, the
+    least recently failed forgotten first: an attacker with many addresses can
+    make this forget, never grow. A failure is written to the operator's log
+    while its client is not held off; the one that finds it held off is written
+    once more, saying so, and then nothing until the window has passed; and at
+    most ``log_limit`` rows are written in any window, whatever the number of
+    clients.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        limit: int = 10,
+        window: float = 60.0,
+        clients: int = 10_000,
+        log_limit: int = 600,
+    ) -> None:
         self._clock = clock
         self.limit = limit
         self.window = window
+        self.clients = clients
+        self.log_limit = log_limit
         self._lock = threading.Lock()
-        self._failed: dict[str, deque[float]] = {}
+        self._failed: OrderedDict[str, deque[float]] = OrderedDict()
+        self._told: dict[str, float] = {}  # when a client's hold-off was last logged
+        self._logged: deque[float] = deque()
 
-    def _recent(self, address: str, now: float) -> deque[float]:
-        times = self._failed.setdefault(address, deque())
-        while times and times[0] <= now - self.window:
-            times.popleft()
-        return times
+    def __len__(self) -> int:
+        return len(self._failed)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._failed.clear()
+            self._told.clear()
+            self._logged.clear()
+
+    @staticmethod
+    def client(address: str) -> str:
+        """The key ``address`` is counted under: itself, or its /64 for IPv6."""
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return address
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip.ipv4_mapped is not None:
+                return str(ip.ipv4_mapped)
+            return str(ipaddress.IPv6Network((ip, 64), strict=False))
+        return str(ip)
+
+    def _wait(self, key: str, now: float) -> float:
+        times = self._failed.get(key)
+        if times is None or len(times) < self.limit:
+            return 0.0
+        return max(0.0, times[0] + self.window - now)
 
     def held_off(self, address: str) -> float:
-        """Seconds until ``address`` may try again (0: it may now)."""
-        now = self._clock.now()
+        """Seconds until ``address`` may fail again without being held off (0: now)."""
         with self._lock:
-            times = self._recent(address, now)
-            if len(times) < self.limit:
-                if not times:
-                    self._failed.pop(address, None)  # nothing kept for good callers
-                return 0.0
-            return max(0.0, times[0] + self.window - now)
+            return self._wait(self.client(address), self._clock.now())
 
-    def failed(self, address: str) -> None:
+    def failed(self, address: str) -> str | None:
+        """Count a failure from ``address``; the kind of row it is worth in the
+        operator's log (``auth_failed``, ``auth_held_off``), or None for none."""
         now = self._clock.now()
+        key = self.client(address)
         with self._lock:
-            self._recent(address, now).append(now)
+            held = self._wait(key, now) > 0
+            times = self._failed.pop(key, None) or deque(maxlen=self.limit)
+            times.append(now)
+            self._failed[key] = times  # the most recent last
+            while len(self._failed) > self.clients:
+                gone, _ = self._failed.popitem(last=False)
+                self._told.pop(gone, None)
+            kind: str | None = "auth_failed"
+            if held:
+                told = self._told.get(key)
+                kind = "auth_held_off" if told is None or told <= now - self.window else None
+            while self._logged and self._logged[0] <= now - self.window:
+                self._logged.popleft()
+            if kind is None or len(self._logged) >= self.log_limit:
+                return None
+            if held:
+                self._told[key] = now
+            self._logged.append(now)
+            return kind

@@ -41,6 +41,9 @@ OWN = {
     "forbidden": 403,
     "bad_request": 400,
     "too_many_attempts": 429,
+    "too_many_streams": 429,
+    "body_too_large": 413,
+    "body_too_slow": 408,
     "method_not_allowed": 405,
     "no_such_route": 404,
 }

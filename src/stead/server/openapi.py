@@ -21,9 +21,11 @@ _ERRORS = {
     "401": "no valid API token",
     "403": "the token's role does not allow this",
     "404": "no such agent, approval or route in the token's tenant",
+    "408": "the body did not arrive in time",
     "409": "the agent's state does not allow it now",
+    "413": "the body is over its bound",
     "422": "a journal, archive or snapshot does not hold together (it was altered or is not one)",
-    "429": "too many failed authentications from this address",
+    "429": "too many failed authentications from this address, or streams open for this token",
     "502": "a model's provider failed to answer",
     "503": "the store cannot be used now",
 }

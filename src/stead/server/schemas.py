@@ -3,11 +3,21 @@
 Request bodies are strict (no property the endpoint does not take), so a
 misspelt field is an error rather than ignored; answers list what they always
 hold and allow more, so a field added later breaks no client.
+
+What comes in a path, a query or a header is read here too: a number is ASCII
+digits (:func:`whole`), never ``²`` (which ``str.isdigit`` takes, and ``int``
+refuses) or ``٣`` (which ``int`` reads as 3); an id in a path has no control
+character (:func:`odd_path_part`), so a NUL never reaches a store (PostgreSQL
+cannot hold one).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
+
+from ..errors import UsageError
 
 OBJECT: dict[str, Any] = {"type": "object"}
 ID: dict[str, Any] = {"type": "string", "minLength": 1}
@@ -70,3 +80,22 @@ AUDIT = answer(
      "drift": {"type": "array"}, "spec": TEXT},
     required=["agent_id", "ok", "events"],
 )  # fmt: skip
+
+
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def whole(text: str, what: str, low: int = 0, high: int = 2**62) -> int:
+    """``text`` as a whole number from ``low`` to ``high``, in ASCII digits only."""
+    if not _DIGITS.fullmatch(text) or not low <= int(text) <= high:
+        raise UsageError(f"{what} is a whole number from {low} to {high}, not {text!r}")
+    return int(text)
+
+
+def odd_path_part(params: Mapping[str, Any]) -> str | None:
+    """Why one of a route's path parameters cannot name anything, or None."""
+    for name, value in params.items():
+        if isinstance(value, str) and _CONTROL.search(value):
+            return f"{name} {value!r} has a control character; no {name} has one"
+    return None

@@ -5,32 +5,56 @@ Each event is sent as it is committed: ``id`` is its sequence number,
 ``Last-Event-ID`` (every browser's ``EventSource`` does) gets what came after,
 and nothing twice. The stream looks at the store twice a second and sends a
 comment every 15 seconds when nothing happens, so proxies keep it open; it
-ends when the client goes.
+ends when the client goes, or when its credential does: the token (or the
+page's session) is looked at again every :data:`RECHECK_SECONDS`, so a revoked
+token reads nothing more. A token holds at most :data:`MAX_STREAMS` streams open
+at once (more are answered ``429 too_many_streams``), so it cannot hold the
+server's connections and store reads as many times as it likes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from ..errors import UsageError
 from .app import Call
+from .errors import problem
+from .schemas import whole
 
 POLL_SECONDS = 0.5
 KEEPALIVE_SECONDS = 15.0
+RECHECK_SECONDS = 2.0
+MAX_STREAMS = 8
 _BATCH = 200
+
+
+class _Following(StreamingResponse):
+    """A stream that gives its place back (``release``) however it ends."""
+
+    def __init__(self, frames: AsyncIterator[str], release: Callable[[], None]) -> None:
+        super().__init__(
+            frames,
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
 
 
 def _start(call: Call) -> int:
     given = call.headers.get("last-event-id") or call.query.get("after") or "0"
-    if not given.isdigit() or int(given) > 2**62:
-        raise UsageError(f"Last-Event-ID (or ?after=) is an event's sequence number, not {given!r}")
-    return int(given)
+    return whole(given, "Last-Event-ID (or ?after=), an event's sequence number,")
 
 
 def stream(call: Call) -> Any:
@@ -38,14 +62,28 @@ def stream(call: Call) -> Any:
     after = _start(call)
     store = call.rt.store
     store.get_record(agent_id)  # another tenant's agent is not found, before streaming
+    token_id = call.token.token_id
+    if not call.server.streams.take(token_id, MAX_STREAMS):
+        return problem(
+            "too_many_streams",
+            f"this token has {MAX_STREAMS} streams open already; close one (or wait for it "
+            "to end) before opening another",
+            headers={"retry-after": "5"},
+        )
 
     def read(seq: int) -> list[Any]:
         return list(store.read_events(agent_id, seq + 1, seq + _BATCH))
 
     async def frames() -> AsyncIterator[str]:
-        seq, quiet = after, 0.0
+        loop = asyncio.get_running_loop()
+        seq, quiet, checked = after, 0.0, loop.time()
         yield "retry: 2000\n\n"
         while True:
+            if loop.time() - checked >= RECHECK_SECONDS:
+                if not await run_in_threadpool(call.alive):
+                    yield ": the token was revoked or the session ended\n\n"
+                    return
+                checked = loop.time()
             page = await run_in_threadpool(read, seq)
             for ev in page:
                 body = json.dumps(ev.to_json(), sort_keys=True, ensure_ascii=False)
@@ -61,8 +99,4 @@ def stream(call: Call) -> Any:
             await asyncio.sleep(POLL_SECONDS)
             quiet += POLL_SECONDS
 
-    return StreamingResponse(
-        frames(),
-        media_type="text/event-stream",
-        headers={"cache-control": "no-store", "x-accel-buffering": "no"},
-    )
+    return _Following(frames(), lambda: call.server.streams.give_back(token_id))

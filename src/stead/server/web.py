@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
@@ -37,9 +37,10 @@ from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..journal import Kind
 from ..store.tokens import TokenRecord
-from . import auth
-from .app import Server
+from . import auth, bodies
+from .app import Refused, Server, check_token
 from .errors import status_of
+from .schemas import odd_path_part
 from .timeline import describe
 
 SESSION_SECONDS = 8 * 3600.0
@@ -103,7 +104,27 @@ def _local(path: str | None) -> str:
 
 
 def _page(name: str, code: int = 200, **values: Any) -> HTMLResponse:
-    return HTMLResponse(_TEMPLATES.get_template(name).render(**values), status_code=code)
+    """The page ``name``, under a policy that runs only its own inline script and
+    style (by a nonce made for this answer) and talks only to this server."""
+    nonce = secrets.token_urlsafe(16)
+    policy = (
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
+        "img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+        "frame-ancestors 'none'"
+    )
+    return HTMLResponse(
+        _TEMPLATES.get_template(name).render(nonce=nonce, **values),
+        status_code=code,
+        headers={"content-security-policy": policy},
+    )
+
+
+async def _form(request: Request) -> dict[str, str] | Response:
+    """The page's form, read with the bound and deadline of every body."""
+    got = await bodies.read(request, bodies.MAX_BODY)
+    if isinstance(got, Response):
+        return got
+    return dict(parse_qsl(bytes(got.data).decode("utf-8", "replace"), max_num_fields=100))
 
 
 def routes(server: Server) -> list[Route]:
@@ -114,21 +135,18 @@ def routes(server: Server) -> list[Route]:
         return _page("login.html", error=None, next=_local(request.query_params.get("next")))
 
     async def login(request: Request) -> Response:
-        address = request.client.host if request.client is not None else "unknown"
-        if server.attempts.held_off(address) > 0:
-            return _page("login.html", 429, error="Too many failed attempts; wait a minute.")
-        form = await request.form()
-        presented = str(form.get("token", "")).strip()
-        found = await run_in_threadpool(auth.authenticate, server.tokens, presented)
-        if isinstance(found, auth.Refusal):
-            server.attempts.failed(address)
-            await run_in_threadpool(
-                server.tokens.log_operator, "auth_failed",
-                {"from": address, "reason": found.reason, "token_id": found.token_id,
-                 "path": "/login"}, server.clock.now(),
-            )  # fmt: skip
-            return _page("login.html", 401, error="That token is not valid.")
-        answer = RedirectResponse(_local(str(form.get("next", ""))), status_code=303)
+        form = await _form(request)
+        if isinstance(form, Response):
+            return form
+        presented = form.get("token", "").strip()
+        found = await check_token(server, request, presented, "/login")
+        if isinstance(found, Refused):
+            if found.wait > 0:
+                return _page("login.html", 429, error="Too many failed attempts; wait a minute.",
+                             next=_local(form.get("next")))  # fmt: skip
+            return _page("login.html", 401, error="That token is not valid.",
+                         next=_local(form.get("next")))  # fmt: skip
+        answer = RedirectResponse(_local(form.get("next", "")), status_code=303)
         answer.set_cookie(COOKIE, sessions.open(found), max_age=int(SESSION_SECONDS),
                           httponly=True, samesite="strict", secure=request.url.scheme == "https",
                           path="/")  # fmt: skip
@@ -143,9 +161,14 @@ def routes(server: Server) -> list[Route]:
                 back = request.url.path if request.method == "GET" else "/"
                 return RedirectResponse(f"/login?next={quote(back)}", status_code=303)
             session, token = found
+            odd = odd_path_part(request.path_params)
+            if odd is not None:
+                return _page("error.html", 400, message=odd, token=token, session=session)
             if post:
-                form = await request.form()
-                if not hmac.compare_digest(str(form.get("csrf", "")), session.csrf):
+                form = await _form(request)
+                if isinstance(form, Response):
+                    return form
+                if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
                     return _page("error.html", 403, message="This form has expired; reload.")
                 request.state.form = form
             try:
