@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stead.cli.main import main
 from stead.clock import SystemClock
 from stead.server.auth import Attempts
 
@@ -87,6 +88,12 @@ def test_behind_a_named_proxy_each_client_is_held_off_on_its_own(tmp_path: Path)
         good = {**_bearer(viewer), "x-forwarded-for": "198.51.100.7"}
         assert httpx.get(f"{s.base}/v1/agents", headers=good).status_code == 200
         assert {e["from"] for e in s.log()} == {"198.51.100.7", "198.51.100.8"}
+
+
+def test_a_proxy_is_named_by_its_address(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'stead.db'}"
+    assert main(["serve", "--store", store, "--forwarded-allow-ips", "proxy.example"]) == 2
+    assert not (tmp_path / "stead.db").exists()
 
 
 def test_a_valid_token_is_never_held_off_because_others_failed(serving: Serving) -> None:
@@ -250,6 +257,19 @@ def test_a_big_archive_body_is_not_held_in_memory_nor_a_host_path_told(
     assert got.status_code == 422, got.text
     assert "/tmp" not in got.text and "stead-import" not in got.text, got.text
     assert "checksum" in got.json()["error"]["message"]
+
+
+def test_a_body_past_its_bound_is_refused_before_it_is_read(serving: Serving) -> None:
+    operator, _ = serving.token(role="operator")
+    big = b'{"spec_file": "' + b"x" * (2 << 20) + b'"}'
+    for content in (big, iter([big[i : i + 65536] for i in range(0, len(big), 65536)])):
+        got = httpx.post(f"{serving.base}/v1/agents", headers=_bearer(operator),
+                         content=content, timeout=60)  # fmt: skip
+        assert got.status_code == 413, got.text
+        assert got.json()["error"]["code"] == "body_too_large"
+    login = httpx.post(f"{serving.base}/login", content=b"token=" + b"x" * (2 << 20),
+                       headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+    assert login.status_code == 413
 
 
 # -- 10. numbers are ASCII digits -------------------------------------------------------------

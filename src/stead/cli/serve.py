@@ -139,12 +139,29 @@ def cmd_token_log(args: argparse.Namespace) -> int:
     return EXIT_COMPLETED
 
 
+def _proxies(text: str | None) -> list[str]:
+    """The addresses or networks of ``--forwarded-allow-ips``. A forwarded address is
+    believed only from a proxy the operator names: otherwise any client could say it
+    is anyone, to be counted (and held off) as someone else."""
+    proxies = [p.strip() for p in (text or "").split(",") if p.strip()]
+    for proxy in proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise UsageError(
+                f"--forwarded-allow-ips: {proxy!r} is not an address or network (such as "
+                "127.0.0.1 or 10.0.0.0/8)"
+            ) from None
+    return proxies
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..server import Server, application
 
     _operator(args)
+    proxies = _proxies(args.forwarded_allow_ips)
     url = store_url(args)
     data_dir = (
         getattr(args, "data_dir", None)
@@ -160,17 +177,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the
     # handler it found: a quiet one, so that a requested stop exits 0
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    # a forwarded address is believed only from a proxy the operator names: otherwise
-    # any client could say it is anyone, to be counted (and held off) as someone else
-    proxies = [p.strip() for p in (args.forwarded_allow_ips or "").split(",") if p.strip()]
-    for proxy in proxies:
-        try:
-            ipaddress.ip_network(proxy, strict=False)
-        except ValueError:
-            raise UsageError(
-                f"--forwarded-allow-ips: {proxy!r} is not an address or network (such as "
-                "127.0.0.1 or 10.0.0.0/8)"
-            ) from None
     try:
         uvicorn.run(
             application(server),
