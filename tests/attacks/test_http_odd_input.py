@@ -148,6 +148,14 @@ def test_control_characters_are_journaled_as_they_came_and_shown_escaped(
     assert "evil\\x1b[2J\\u202eexe.txt" in shown_trace
     show = stead("show", agent["agent_id"])
     assert "\x1b" not in show and "\\x1b[31mred" in show
+    # and the page says the same
+    with stead_serve(store, data_dir=tmp_path / "data") as s:
+        viewer, _ = s.token(tenant=agent["tenant"])
+        with httpx.Client(base_url=s.base) as client:
+            assert client.post("/login", data={"token": viewer}).status_code == 303
+            page = client.get(f"/agents/{agent['agent_id']}").text
+    assert "\x1b" not in page and "\u202e" not in page
+    assert "evil\\x1b[2J\\u202eexe.txt" in page and "done \\x1b[31mred" in page
 
 
 def test_shown_escapes_controls_and_direction_marks_only() -> None:

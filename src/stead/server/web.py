@@ -37,6 +37,7 @@ from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..journal import Kind
 from ..store.tokens import TokenRecord
+from ..summaries import shown
 from . import auth, bodies
 from .app import Refused, Server, check_token
 from .errors import status_of
@@ -53,6 +54,7 @@ _TEMPLATES = Environment(
     autoescape=select_autoescape(["html"]),
 )
 _TEMPLATES.filters["iso"] = iso
+_TEMPLATES.filters["shown"] = lambda text: shown(str(text))  # an agent's words, escapes visible
 
 
 @dataclass(frozen=True, slots=True)
