@@ -272,6 +272,14 @@ def test_a_body_past_its_bound_is_refused_before_it_is_read(serving: Serving) ->
     assert login.status_code == 413
 
 
+def test_an_error_names_no_folder_of_the_host(serving: Serving, tmp_path: Path) -> None:
+    operator, _ = serving.token(role="operator")
+    got = httpx.post(f"{serving.base}/v1/agents", headers=_bearer(operator),
+                     json={"spec_file": "missing.yaml"})  # fmt: skip
+    assert got.status_code == 400 and "missing.yaml" in got.text, got.text
+    assert str(tmp_path) not in got.text and "/specs" not in got.text, got.text
+
+
 # -- 10. numbers are ASCII digits -------------------------------------------------------------
 
 

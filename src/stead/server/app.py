@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -168,6 +169,18 @@ class Server:
         self.sessions: SessionFinder | None = None  # the web page's, once it is served
         self.streams = Counts()  # each token's open streams
         self._turns: weakref.WeakValueDictionary[str, _Turn] = weakref.WeakValueDictionary()
+
+    def unplaced(self, text: str) -> str:
+        """``text`` (an error's words) without where the server keeps its folders: a
+        path under the spec or the data folder is told relative to it, so a caller
+        learns nothing of the host's layout."""
+        for folder in (self.specs, self.data_dir):
+            if folder is None:
+                continue
+            for place in {str(folder.resolve()), str(folder) if folder.is_absolute() else ""}:
+                if place and place != os.sep:
+                    text = text.replace(place + os.sep, "").replace(place, "the server's folder")
+        return text
 
     def in_background(self, agent_id: str, work: Callable[[], None]) -> None:
         """Start ``work`` (running the agent) on a thread of its own; refused while a
@@ -360,7 +373,7 @@ def _handler(server: Server, endpoint: Endpoint) -> Callable[[Request], Any]:
         try:
             answer = await run_in_threadpool(endpoint.handler, call)
         except SteadError as exc:
-            return from_error(exc)
+            return from_error(exc, server.unplaced(str(exc)))
         finally:
             if endpoint.raw and body is not None:
                 body.close()

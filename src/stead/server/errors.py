@@ -68,8 +68,8 @@ def status_of(exc: errors.SteadError) -> int:
     return next((s for cls, s in STATUS if isinstance(exc, cls)), 400)
 
 
-def from_error(exc: errors.SteadError) -> JSONResponse:
-    return problem(code_of(exc), str(exc), status_of(exc))
+def from_error(exc: errors.SteadError, message: str | None = None) -> JSONResponse:
+    return problem(code_of(exc), str(exc) if message is None else message, status_of(exc))
 
 
 ERROR_SCHEMA = {

@@ -176,7 +176,8 @@ def routes(server: Server) -> list[Route]:
             try:
                 answer: Response = await run_in_threadpool(handler, request, session, token)
             except SteadError as exc:
-                return _page("error.html", status_of(exc), message=str(exc), token=token,
+                return _page("error.html", status_of(exc), message=server.unplaced(str(exc)),
+                             token=token,
                              session=session)  # fmt: skip
             return answer
 
