@@ -242,6 +242,36 @@ def test_a_body_sent_a_byte_at_a_time_is_cut_off(serving: Serving) -> None:
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 
+def test_only_a_few_archives_are_received_at_once(serving: Serving) -> None:
+    operator, _ = serving.token(role="operator")
+    port = int(serving.base.rsplit(":", 1)[1])
+    head = (b"POST /v1/agents/import HTTP/1.1\r\nhost: x\r\n"
+            + f"authorization: Bearer {operator}\r\n".encode()
+            + b"content-length: 1000000\r\n\r\n" + b"stead-archive 1\n")  # fmt: skip
+    slow = []
+    try:
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(head)
+            slow.append(sock)
+        time.sleep(0.5)
+        url = f"{serving.base}/v1/agents/import"
+        got = httpx.post(url, headers=_bearer(operator), content=b"stead-archive 1\n")
+        assert got.status_code == 429, got.text
+        assert got.json()["error"]["code"] == "too_many_uploads"
+    finally:
+        for sock in slow:
+            sock.close()
+    # the senders gone, their places are given back
+    deadline = time.monotonic() + 10
+    while True:
+        got = httpx.post(url, headers=_bearer(operator), content=b"stead-archive 1\n")
+        if got.status_code != 429 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got.status_code == 422, got.text
+
+
 def test_a_big_archive_body_is_not_held_in_memory_nor_a_host_path_told(
     serving: Serving,
 ) -> None:

@@ -168,6 +168,7 @@ class Server:
         self.running: dict[str, threading.Thread] = {}  # agents run at a request's ask
         self.sessions: SessionFinder | None = None  # the web page's, once it is served
         self.streams = Counts()  # each token's open streams
+        self.uploads = Counts()  # archives being received (under "")
         self._turns: weakref.WeakValueDictionary[str, _Turn] = weakref.WeakValueDictionary()
 
     def unplaced(self, text: str) -> str:
@@ -348,42 +349,66 @@ def _handler(server: Server, endpoint: Endpoint) -> Callable[[Request], Any]:
                 f"a {token.role} token cannot {endpoint.summary[0].lower()}"
                 f"{endpoint.summary[1:]}; it needs the role {auth.ACTIONS[endpoint.action]}",
             )
-        body: Any = None
-        if endpoint.raw or endpoint.body is not None:
-            limit = bodies.MAX_RAW_BODY if endpoint.raw else bodies.MAX_BODY
-            got = await bodies.read(request, limit, spill=endpoint.raw)
-            if isinstance(got, Response):
-                return got
-            if endpoint.raw:
-                body = got  # the handler reads it from disk (body.path); removed below
-            else:
-                body = _parsed(endpoint, bytes(got.data))
-                if isinstance(body, Response):
-                    return body
-        call = Call(
-            server.runtime(token),
-            token,
-            dict(request.path_params),
-            dict(request.query_params),
-            body,
-            server,
-            request.headers,
-            alive,
-        )
+        if not endpoint.raw:
+            return await _answer(server, endpoint, request, token, alive)
+        # each archive being received takes up to MAX_RAW_BODY of the host's disk
+        if not server.uploads.take("", bodies.MAX_SPILLED):
+            return problem(
+                "too_many_uploads",
+                f"the server is receiving {bodies.MAX_SPILLED} archives already; try again soon",
+                headers={"retry-after": "5"},
+            )
         try:
-            answer = await run_in_threadpool(endpoint.handler, call)
-        except SteadError as exc:
-            return from_error(exc, server.unplaced(str(exc)))
+            return await _answer(server, endpoint, request, token, alive)
         finally:
-            if endpoint.raw and body is not None:
-                body.close()
-        if isinstance(answer, Response):
-            return answer
-        if answer is None:
-            return Response(status_code=204)
-        return JSONResponse(answer, status_code=endpoint.status)
+            server.uploads.give_back("")
 
     return handle
+
+
+async def _answer(
+    server: Server,
+    endpoint: Endpoint,
+    request: Request,
+    token: TokenRecord,
+    alive: Callable[[], bool],
+) -> Response:
+    """The endpoint's answer to an authenticated request: its body read and checked,
+    its handler run."""
+    body: Any = None
+    if endpoint.raw or endpoint.body is not None:
+        limit = bodies.MAX_RAW_BODY if endpoint.raw else bodies.MAX_BODY
+        got = await bodies.read(request, limit, spill=endpoint.raw)
+        if isinstance(got, Response):
+            return got
+        if endpoint.raw:
+            body = got  # the handler reads it from disk (body.path); removed below
+        else:
+            body = _parsed(endpoint, bytes(got.data))
+            if isinstance(body, Response):
+                return body
+    call = Call(
+        server.runtime(token),
+        token,
+        dict(request.path_params),
+        dict(request.query_params),
+        body,
+        server,
+        request.headers,
+        alive,
+    )
+    try:
+        answer = await run_in_threadpool(endpoint.handler, call)
+    except SteadError as exc:
+        return from_error(exc, server.unplaced(str(exc)))
+    finally:
+        if endpoint.raw and body is not None:
+            body.close()
+    if isinstance(answer, Response):
+        return answer
+    if answer is None:
+        return Response(status_code=204)
+    return JSONResponse(answer, status_code=endpoint.status)
 
 
 def make_app(server: Server, endpoints: list[Endpoint], extra: list[Route]) -> Starlette:

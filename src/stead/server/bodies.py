@@ -28,6 +28,8 @@ MAX_BODY = 1 << 20
 """Bytes a JSON body or a form may have: a spec, a message, a grant."""
 MAX_RAW_BODY = 256 << 20
 """Bytes a raw body may have: an agent's archive."""
+MAX_SPILLED = 4
+"""Archives a server receives at once (each up to :data:`MAX_RAW_BODY` on disk)."""
 GRACE_SECONDS = 10.0
 RATE = 256 << 10
 """Bytes a second a body keeps up, on average, past its grace (a 256 MiB archive has

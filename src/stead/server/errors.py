@@ -42,6 +42,7 @@ OWN = {
     "bad_request": 400,
     "too_many_attempts": 429,
     "too_many_streams": 429,
+    "too_many_uploads": 429,
     "body_too_large": 413,
     "body_too_slow": 408,
     "method_not_allowed": 405,

@@ -25,7 +25,8 @@ _ERRORS = {
     "409": "the agent's state does not allow it now",
     "413": "the body is over its bound",
     "422": "a journal, archive or snapshot does not hold together (it was altered or is not one)",
-    "429": "too many failed authentications from this address, or streams open for this token",
+    "429": "too many failed authentications from this address, streams open for this "
+    "token, or archives being received",
     "502": "a model's provider failed to answer",
     "503": "the store cannot be used now",
 }
