@@ -15,6 +15,11 @@ A request's tenant is its token's: its handler gets a
 found rather than refused, and whose ``person`` is the token's name, so an
 approval records who gave it. Handlers are plain functions, which Starlette
 runs on its thread pool: the runtime's calls block on the store.
+
+Before a handler runs, its token is checked (:func:`check_token`: a client's
+failures held off, a valid token never), an id in its path is checked for
+control characters, and its body is read with a bound and a deadline
+(:mod:`stead.server.bodies`). Every answer carries :data:`SECURITY_HEADERS`.
 """
 
 from __future__ import annotations

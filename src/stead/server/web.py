@@ -10,7 +10,12 @@ Logging in exchanges a token for a session: a random id in an ``HttpOnly``,
 and checked against the token on every request, so revoking the token ends
 the session too. Every form carries the session's CSRF token, compared in
 constant time before anything is done. Failed logins count against the
-address like failed API calls (:class:`~stead.server.auth.Attempts`).
+address like failed API calls (:class:`~stead.server.auth.Attempts`), and a
+valid token logs in even from an address held off. Each page is sent with a
+``Content-Security-Policy`` that runs only its own inline script and style (by
+a nonce made for that answer), talks only to this server and lets no site
+frame it; what an agent wrote is shown with its control characters escaped
+(:func:`~stead.summaries.shown`).
 """
 
 from __future__ import annotations
