@@ -5,11 +5,13 @@ hostile input, checked by :mod:`stead.snapshots.lineage` like a file would be)."
 
 from __future__ import annotations
 
+import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from starlette.responses import Response
+from starlette.responses import StreamingResponse
 
 from ..errors import GovernanceError, SteadError, UsageError
 from ..integrity.certificates import journaled_certificate, verify_certificate
@@ -154,17 +156,28 @@ ENDPOINTS = [
 
 
 def export(call: Call) -> Any:
-    """The agent's signed archive, as bytes; with ``move`` the source is retired."""
+    """The agent's signed archive, as bytes; with ``move`` the source is retired. It
+    is sent from disk a chunk at a time, never held whole."""
     with tempfile.TemporaryDirectory(prefix="stead-export-") as folder:
         done = call.rt.export(call.params["agent_id"], Path(folder) / "agent.stead",
                               move=bool(call.body.get("move")))  # fmt: skip
-        data = Path(done["path"]).read_bytes()
-    return Response(
-        data,
+        # open before the folder goes: the file is read on, and nothing is left on disk
+        # however the sending ends
+        archive = open(done["path"], "rb")  # noqa: SIM115 (closed by chunks())
+    size = os.fstat(archive.fileno()).st_size
+
+    def chunks() -> Iterator[bytes]:
+        with archive:
+            while chunk := archive.read(1 << 20):
+                yield chunk
+
+    return StreamingResponse(
+        chunks(),
         media_type="application/octet-stream",
         headers={"x-stead-archive-id": str(done["archive_id"]),
                  "x-stead-sha256": str(done["sha256"]),
                  "x-stead-public-key": str(done["public_key"]),
+                 "content-length": str(size),
                  "content-disposition": f'attachment; filename="{call.params["agent_id"]}.stead"'},
     )  # fmt: skip
 
