@@ -44,6 +44,7 @@ from stead.server.api import ENDPOINTS
 from stead.server.errors import OWN, STATUS
 from stead.store.tokens import ROLES as RANKED_ROLES
 
+from ..models.fake_servers import FakeServer, Reply, openai_answer, openai_call
 from ..server import conftest as server_fixtures
 from ..server.conftest import Served, write_spec
 from ..server.test_api import ORDER, made, requests_for, run_until, waiting_approval
@@ -343,3 +344,53 @@ def test_a_login_goes_on_to_the_page_asked_for_and_never_to_another_site(
         got = served.client.post("/login", data={"token": token, "next": where},
                                  follow_redirects=False)  # fmt: skip
         assert got.status_code == 303 and got.headers["location"] == lands, where
+
+
+# -- secrets bound to where they may go (issue 26) -----------------------------------------
+
+
+def _spec_sending(key_secret: str, base_url: str) -> dict[str, Any]:
+    return {"spec": {"name": "leak", "tools": ["read_file"], "model": {
+        "provider": "openai", "name": "gpt-4o-mini", "base_url": base_url,
+        "api_key_secret": key_secret, "max_retries": 0}}}  # fmt: skip
+
+
+def test_an_operator_cannot_send_an_admin_s_secret_to_a_server_of_its_choosing(
+    served: Served,
+) -> None:
+    token = "ghp_admins-own-token-0123456789"
+    put = served.call("PUT", "/v1/secrets/GITHUB_TOKEN", "acme", "admin", json={"value": token})
+    assert put.status_code == 204
+    with FakeServer() as fake:
+        fake.default = Reply(200, openai_answer([openai_call("c1", "finish", {"summary": "x"})]))
+        got = served.call("POST", "/v1/agents", "acme", "operator",
+                          json=_spec_sending("GITHUB_TOKEN", fake.url))  # fmt: skip
+        if got.status_code == 201:  # refused when the model is built, then: journaled
+            agent_id = got.json()["agent_id"]
+            run_until(served, agent_id, {"completed", "failed", "needs_attention", "waiting"})
+            events = served.call("GET", f"/v1/agents/{agent_id}/events", "acme", "viewer").json()
+            said = json.dumps(events["events"])
+        else:
+            assert got.status_code in (400, 403), got.text
+            said = got.text
+        assert not any(token in json.dumps(s.headers) for s in fake.seen)
+        assert fake.seen == []
+    assert "GITHUB_TOKEN" in said and "127.0.0.1" in said and "--to" in said, said
+
+
+def test_a_secret_bound_to_a_host_goes_there_and_only_there(served: Served) -> None:
+    token = "sk-local-model-key-0123456789"
+    put = served.call("PUT", "/v1/secrets/LOCAL_KEY", "acme", "admin",
+                      json={"value": token, "to": ["127.0.0.1"]})  # fmt: skip
+    assert put.status_code == 204, put.text
+    bad = served.call("PUT", "/v1/secrets/LOCAL_KEY", "acme", "admin",
+                      json={"value": token, "to": ["http://x/"]})  # fmt: skip
+    assert bad.status_code == 400 and "host" in bad.text
+    with FakeServer() as fake:
+        fake.default = Reply(200, openai_answer([openai_call("c1", "finish", {"summary": "x"})]))
+        got = served.call("POST", "/v1/agents", "acme", "operator",
+                          json=_spec_sending("LOCAL_KEY", fake.url))  # fmt: skip
+        assert got.status_code == 201, got.text
+        agent_id = got.json()["agent_id"]
+        run_until(served, agent_id, {"completed", "failed", "needs_attention", "waiting"})
+        assert fake.seen and fake.seen[0].headers["authorization"] == f"Bearer {token}"

@@ -411,6 +411,7 @@ def test_a_spec_cannot_send_the_workers_own_variables_to_its_server(
 
 
 def test_a_key_is_never_sent_unencrypted_to_another_host() -> None:
+    from stead.destinations import Bound
     from stead.errors import SpecError
     from stead.models.options import parse_model
     from stead.models.registry import model_for
@@ -418,7 +419,7 @@ def test_a_key_is_never_sent_unencrypted_to_another_host() -> None:
     opts = parse_model({"provider": "openai", "name": "m", "base_url": "http://10.1.2.3:8000/v1"})
     spec = {"model": "openai:m", "model_options": opts.to_json()}
     with pytest.raises(SpecError, match="unencrypted; use https"):
-        model_for(spec, lambda name: "sk-from-the-vault")
+        model_for(spec, lambda name: Bound("sk-from-the-vault", ("10.1.2.3",)))
     keyless = model_for(spec, lambda name: None)  # no key: nothing to protect
     assert keyless.secrets == {}  # type: ignore[attr-defined]
     keyless.close()  # type: ignore[attr-defined]

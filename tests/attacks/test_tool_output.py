@@ -47,7 +47,9 @@ def test_an_injected_send_waits_for_a_person_and_their_refusal_reaches_the_model
     tmp_path: Path, server: FakeServer, provider: str
 ) -> None:
     rt = runtime(tmp_path)
-    rt.vault().set("default", f"{provider.upper()}_API_KEY", "sk-test-1", at=rt.clock.now())
+    rt.vault().set(
+        "default", f"{provider.upper()}_API_KEY", "sk-test-1", to=["127.0.0.1"], at=rt.clock.now()
+    )
     spec = {
         "name": "mail",
         "instructions": "Answer Bob about the review.",

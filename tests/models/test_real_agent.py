@@ -24,7 +24,7 @@ PROVIDERS = ["openai", "anthropic"]
 
 def agent(rt: Runtime, tmp_path: Path, provider: str, url: str, **model: Any) -> str:
     secret = f"{provider.upper()}_API_KEY"
-    rt.vault().set("default", secret, KEY, at=rt.clock.now())
+    rt.vault().set("default", secret, KEY, to=["127.0.0.1"], at=rt.clock.now())
     spec = {
         "name": "writer",
         "instructions": "Write hello.txt, read it back, then finish.",

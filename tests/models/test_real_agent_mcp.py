@@ -19,7 +19,9 @@ def test_a_model_is_offered_an_mcp_tool_and_calls_it(
     tmp_path: Path, server: FakeServer, provider: str
 ) -> None:
     rt = runtime(tmp_path)
-    rt.vault().set("default", f"{provider.upper()}_API_KEY", "sk-test-1", at=rt.clock.now())
+    rt.vault().set(
+        "default", f"{provider.upper()}_API_KEY", "sk-test-1", to=["127.0.0.1"], at=rt.clock.now()
+    )
     spec = {
         "name": "clock",
         "instructions": "Tell me the time in UTC.",

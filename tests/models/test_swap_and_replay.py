@@ -95,7 +95,7 @@ def test_a_recorded_run_replays_offline_and_a_changed_context_fails_naming_it(
     rt = runtime(tmp_path)
     live = {"provider": "openai", "name": "gpt-a", "base_url": server.url}
     recorded = rt.create(parse_spec(spec(live), tmp_path)).agent_id
-    rt.vault().set("default", "OPENAI_API_KEY", SECRET, at=rt.clock.now())
+    rt.vault().set("default", "OPENAI_API_KEY", SECRET, to=["127.0.0.1"], at=rt.clock.now())
     busy = error("openai", 429, "slow down")
     busy.headers = {"retry-after": "0"}
     server.queue(

@@ -313,3 +313,70 @@ def test_a_python_tool_runs_its_process_in_the_sandbox_with_its_secret(tmp_path:
     used = rt.workspace(agent_id, "default").root / "used.txt"
     assert used.read_text() == SECRET, "the process got the secret it was granted"
     rt.close()
+
+
+# -- where a secret may be sent (issue 26) -------------------------------------------------
+
+
+def test_a_secret_s_hosts_are_sealed_with_it_and_a_database_writer_cannot_widen_them(
+    tmp_path: Path,
+) -> None:
+    from stead.destinations import Bound, check_destination
+
+    store = SqliteStore(tmp_path / "s.db")
+    vault = Vault(store, KEY)
+    vault.set("acme", "GH", SECRET, to=["api.github.com", "*.example.com"], at=1.0)
+    assert vault.find("acme", "", "GH") == Bound(SECRET, ("api.github.com", "*.example.com"))
+    assert vault.get("acme", "", "GH") == SECRET
+    row = store.get_secret("acme", "", "GH") or ""
+    assert row.startswith("v2:") and "github" not in row
+    # the mark taken off (an unbound secret goes to a provider), or the row changed: no opening
+    for forged in (row.removeprefix("v2:"), row[:-4] + ("AAAA" if row[-4:] != "AAAA" else "BBBB")):
+        store.put_secret("acme", "", "GH", forged, 2.0)
+        with pytest.raises(SecretError, match="does not open"):
+            vault.find("acme", "", "GH")
+    found = Bound(SECRET, ("api.github.com", "*.example.com"))
+    assert check_destination("GH", found, "https://api.github.com/x", "a test") == SECRET
+    assert check_destination("GH", found, "https://a.b.example.com/", "a test") == SECRET
+    for elsewhere in ("https://example.com/", "https://api.github.com.evil.io/",
+                      "https://evilexample.com/", "http://127.0.0.1:9/"):  # fmt: skip
+        with pytest.raises(SecretError, match="may not be sent to") as caught:
+            check_destination("GH", found, elsewhere, "a test")
+        assert "stead secret set GH --to" in str(caught.value)
+    # unbound: only the default host, and none where there is no default
+    assert check_destination("K", Bound(SECRET), "https://api.openai.com/v1", "m",
+                             "api.openai.com") == SECRET  # fmt: skip
+    with pytest.raises(SecretError, match="bound to no host"):
+        check_destination("K", Bound(SECRET), "https://mcp.example.com/", "m")
+    for bad in (["https://x.io/"], ["x.io:443"], ["*"], ["a b"], []):
+        with pytest.raises(SecretError, match="host"):
+            vault.set("acme", "GH", SECRET, to=bad, at=3.0)
+    store.close()
+
+
+def test_secret_set_binds_to_hosts_or_a_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}"]
+    monkeypatch.setenv("STEAD_SECRET_KEY", new_key())
+    monkeypatch.delenv("STEAD_SECRET_KEY_FILE", raising=False)
+    bindings = [(["--to", "API.GitHub.com,*.corp.io"], ("api.github.com", "*.corp.io")),
+                (["--provider", "anthropic"], ("api.anthropic.com",)), ([], None)]  # fmt: skip
+    for args, to in bindings:
+        monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+        assert main(["secret", "set", "TOKEN", *args, *store]) == 0
+        check = SqliteStore(tmp_path / "s.db")
+        found = Vault(check, load_key()).find("default", "", "TOKEN")
+        check.close()
+        assert found is not None and found.to == to
+    capsys.readouterr()
+    for args in (["--to", "https://x.io/"], ["--to", "a,"]):
+        monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+        assert main(["secret", "set", "TOKEN", *args, *store]) == 2
+        assert "is not a host" in capsys.readouterr().err
+    for args in (["--provider", "x"], ["--to", "a.io", "--provider", "openai"]):
+        with pytest.raises(SystemExit) as exited:
+            main(["secret", "set", "TOKEN", *args, *store])
+        assert exited.value.code == 2

@@ -27,7 +27,7 @@ def server() -> Iterator[FakeServer]:
 
 
 def agent(rt: Runtime, tmp_path: Path, url: str) -> str:
-    rt.vault().set("default", "OPENAI_API_KEY", KEY, at=rt.clock.now())
+    rt.vault().set("default", "OPENAI_API_KEY", KEY, to=["127.0.0.1"], at=rt.clock.now())
     spec = {
         "name": "writer",
         "instructions": "Write hello.txt, then finish.",

@@ -43,7 +43,7 @@ def test_no_secret_nor_any_argument_result_or_prompt_reaches_an_attribute(
     tmp_path: Path, server: FakeServer, otel: Recorded
 ) -> None:
     rt = runtime(tmp_path)
-    rt.vault().set("default", "OPENAI_API_KEY", API_KEY, at=0.0)
+    rt.vault().set("default", "OPENAI_API_KEY", API_KEY, to=["127.0.0.1"], at=0.0)
     rt.vault().set("default", "TOKEN", SECRET, at=0.0)
     spec = {
         "name": "leaky",

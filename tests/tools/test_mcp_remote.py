@@ -75,7 +75,7 @@ def runtime(tmp_path: Path, clock: FakeClock, *, secret: bool = True) -> Runtime
     rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data", clock=clock,
                  secret_key=os.urandom(32))  # fmt: skip
     if secret:
-        rt.vault().set("default", "DOCS_TOKEN", TOKEN, at=clock.now())
+        rt.vault().set("default", "DOCS_TOKEN", TOKEN, to=["127.0.0.1"], at=clock.now())
     return rt
 
 
@@ -212,4 +212,24 @@ def test_a_remote_server_whose_secret_is_not_set_stops_the_agent_being_made(
         create(rt, tmp_path, [{"finish": "x"}], [EVERYTHING, NETWORK], remote)
     assert "stead secret set DOCS_TOKEN" in str(caught.value)
     assert rt.store.list_agents() == []
+    rt.close()
+
+
+def test_a_remote_server_gets_no_secret_that_is_not_bound_to_its_host(
+    tmp_path: Path, remote: Remote
+) -> None:
+    rt = runtime(tmp_path, FakeClock(), secret=False)
+    for to in (None, ["docs.example.com"]):  # bound to no host, or to another one
+        rt.vault().set("default", "DOCS_TOKEN", TOKEN, to=to, at=1.0)
+        with pytest.raises(SecretError, match=r"DOCS_TOKEN may not be sent to '127\.0\.0\.1'"):
+            create(rt, tmp_path, [{"finish": "x"}], [EVERYTHING, NETWORK], remote)
+    assert rt.store.list_agents() == []
+    # bound to it after the agent was made, then narrowed: its calls get nothing
+    rt.vault().set("default", "DOCS_TOKEN", TOKEN, to=["127.0.0.1"], at=2.0)
+    script = [{"tool": "docs__whoami", "args": {}}, {"finish": "done"}]
+    agent_id = create(rt, tmp_path, script, [EVERYTHING, NETWORK], remote)
+    rt.vault().set("default", "DOCS_TOKEN", TOKEN, to=["*.example.com"], at=3.0)
+    state = rt.run(agent_id).state
+    assert state.status == "needs_attention"
+    assert "may not be sent to '127.0.0.1'" in state.status_reason
     rt.close()

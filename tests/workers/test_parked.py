@@ -101,7 +101,9 @@ def answering(gate: Gate | None) -> Any:
 
 
 def provider_agents(rt: Runtime, tmp_path: Path, url: str, count: int) -> list[str]:
-    rt.vault().set("default", "OPENAI_API_KEY", KEY, at=rt.clock.now())
+    rt.vault().set(
+        "default", "OPENAI_API_KEY", KEY, to=["127.0.0.1", "localhost"], at=rt.clock.now()
+    )
     spec = parse_spec(
         {
             "name": "noter",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..destinations import PROVIDER_HOSTS, check_hosts, provider_hosts
 from ..errors import SecretError, UsageError
 from ..sandbox.secrets import check_name, new_key
 from .common import EXIT_COMPLETED, emit_json, err, out, runtime_for, tenant_of, wants_json
@@ -24,6 +25,19 @@ def register(
     )
     p.add_argument("name")
     _scope(p)
+    bind = p.add_mutually_exclusive_group()
+    bind.add_argument(
+        "--to",
+        metavar="HOST[,HOST]",
+        help="the hosts stead may send it to as a model's key or an MCP server's header "
+        "(exact, or *.domain); without --to or --provider, a model key goes only to its "
+        "provider's own endpoint, and no MCP server gets it",
+    )
+    bind.add_argument(
+        "--provider",
+        choices=sorted(PROVIDER_HOSTS),
+        help="send it only to this provider's own endpoint (api.openai.com, api.anthropic.com)",
+    )
     p.set_defaults(func=cmd_set)
 
     p = ss.add_parser("ls", parents=[common], help="list secret names and scopes (no values)")
@@ -54,6 +68,9 @@ def _tenant_of(args: argparse.Namespace, store_tenant: str | None) -> str:
 
 def cmd_set(args: argparse.Namespace) -> int:
     check_name(args.name)
+    to = provider_hosts(args.provider) if args.provider else None
+    if args.to is not None:
+        to = check_hosts(args.to.split(","))
     if sys.stdin.isatty():
         err.print(f"value for {args.name} (end with Ctrl-D): ", end="")
     try:
@@ -69,12 +86,14 @@ def cmd_set(args: argparse.Namespace) -> int:
     with runtime_for(args) as rt:
         owner = rt.store.get_record(args.agent).tenant if args.agent else None
         tenant = _tenant_of(args, owner)
-        rt.vault().set(tenant, args.name, value, agent_id=args.agent, at=rt.clock.now())
+        rt.vault().set(tenant, args.name, value, agent_id=args.agent, at=rt.clock.now(), to=to)
     scope = f"agent {args.agent}" if args.agent else f"tenant {tenant}"
     if wants_json(args):
-        emit_json({"name": args.name, "tenant": tenant, "agent_id": args.agent or None})
+        emit_json({"name": args.name, "tenant": tenant, "agent_id": args.agent or None,
+                   "to": list(to) if to else None})  # fmt: skip
     else:
-        out.print(f"stored secret {args.name} for {scope} (encrypted)")
+        bound = f", sent only to {', '.join(to)}" if to else ""
+        out.print(f"stored secret {args.name} for {scope} (encrypted{bound})")
     return EXIT_COMPLETED
 
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ..destinations import PROVIDER_HOSTS, Bound, check_destination
 from ..errors import SpecError
 from ..state import State
 from .anthropic import AnthropicModel
@@ -25,8 +26,9 @@ from .provider import ProviderModel
 from .recording import RecordingTransport, ReplayTransport, read_recording
 from .scripted import ScriptedModel
 
-KeyLookup = Callable[[str], str | None]
-"""Opens a vault secret of the agent (agent scope, then tenant scope) by name, or None."""
+KeyLookup = Callable[[str], Bound | None]
+"""Opens a vault secret of the agent (agent scope, then tenant scope) by name, with the
+hosts it is bound to, or None."""
 
 
 def model_for(
@@ -40,11 +42,13 @@ def model_for(
     or for what a ``model_changed`` event set since (:func:`effective_spec`).
 
     A provider's API key is the vault secret the spec names (``api_key_secret``)
-    if ``vault_key`` finds it, else the worker's environment variable of that
-    name where :func:`environment_key` allows it, else none (a local server may
-    need none; a service that does answers 401, and the agent stops saying what
-    to set). With ``record``, every exchange
-    is appended to that file; a ``replay:PATH`` model answers from such a file,
+    if ``vault_key`` finds it, and only if it is bound to the host of ``base_url``
+    (a secret bound to no host goes only to the provider's own endpoint; see
+    :mod:`stead.destinations`; a :class:`SecretError` otherwise), else the
+    worker's environment variable of that name where :func:`environment_key`
+    allows it, else none (a local server may need none; a service that does
+    answers 401, and the agent stops saying what to set). With ``record``, every
+    exchange is appended to that file; a ``replay:PATH`` model answers from such a file,
     from its exchange ``requests_made`` on (the requests journaled so far).
     """
     ref = str(spec.get("model", ""))
@@ -99,8 +103,8 @@ def environment_key(opts: ModelOptions) -> str | None:
     So a variable is used only when it is the provider's usual one
     (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) and the request goes to that
     provider's own endpoint, or when the operator lists its name in
-    ``$STEAD_MODEL_KEY_ENV``; never a ``STEAD_`` variable. Keys in the vault are
-    the tenant's own and go where its specs say.
+    ``$STEAD_MODEL_KEY_ENV``; never a ``STEAD_`` variable. Keys in the vault go
+    only to the hosts whoever wrote them named.
     """
     name = opts.api_key_secret
     if name.startswith("STEAD_"):
@@ -113,7 +117,7 @@ def environment_key(opts: ModelOptions) -> str | None:
 
 
 def _built(opts: ModelOptions, vault_key: KeyLookup | None, record: Path | None) -> ProviderModel:
-    key = vault_key(opts.api_key_secret) if vault_key is not None else None
+    key = _vault_key(opts, vault_key) if vault_key is not None else None
     key = key or environment_key(opts)
     url = urlsplit(opts.base_url)
     if key and url.scheme == "http" and url.hostname not in _LOCAL:
@@ -126,6 +130,29 @@ def _built(opts: ModelOptions, vault_key: KeyLookup | None, record: Path | None)
         secrets = {opts.api_key_secret: key} if key else {}
         transport = RecordingTransport(httpx.HTTPTransport(), record, opts, secrets)
     return _provider(opts)(opts, key, transport=transport)
+
+
+def check_keys(spec: Mapping[str, Any], vault_key: KeyLookup) -> None:
+    """Refuse (:class:`SecretError`) a spec whose model's, or summarizer's, vault key is
+    not bound to the host of its ``base_url``: when the agent is made or its model
+    set, so a person hears of it then, not at the agent's first decision."""
+    options = spec.get("model_options")
+    if isinstance(options, Mapping):
+        opts = options_from_record(options)
+        _vault_key(opts, vault_key)
+        if opts.summarizer is not None:
+            _vault_key(options_from_record(opts.summarizer), vault_key)
+
+
+def _vault_key(opts: ModelOptions, vault_key: KeyLookup) -> str | None:
+    """The vault's key for ``opts``, if it may go to its ``base_url``; None if the vault
+    has none. One bound elsewhere is refused, never replaced by the environment's."""
+    found = vault_key(opts.api_key_secret)
+    if found is None:
+        return None
+    where = f"the base_url of model {opts.ref}"
+    default = PROVIDER_HOSTS[opts.provider]
+    return check_destination(opts.api_key_secret, found, opts.base_url, where, default)
 
 
 def _provider(opts: ModelOptions) -> type[ProviderModel]:

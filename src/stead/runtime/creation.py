@@ -17,6 +17,7 @@ from ..hostpaths import check_seed
 from ..ids import check_id, new_id
 from ..integrity.keys import create_keyed
 from ..journal import Kind, NewEvent
+from ..models.registry import check_keys
 from ..sandbox.workspace import Workspace
 from ..spec import AgentSpec, initial_scope
 from ..state import State
@@ -36,6 +37,7 @@ def create(rt: Runtime, spec: AgentSpec, agent_id: str | None = None) -> State:
     """
     agent_id = new_id("ag", rt.clock) if agent_id is None else check_id(agent_id, "agent id")
     record = AgentRecord(agent_id, spec.tenant, spec.name, spec.to_record(), rt.clock.now())
+    check_keys(record.spec, rt.model_key(record))  # its model's key may go to its base_url
     try:
         rt.store.get_record(agent_id)
     except NotFound:

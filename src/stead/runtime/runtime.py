@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, SystemClock
+from ..destinations import Bound
 from ..errors import (
     GovernanceError,
     LeaseHeld,
@@ -36,7 +37,7 @@ from ..journal import Event, Kind, NewEvent
 from ..messaging.delivery import messenger_for
 from ..models.actions import check_tool_names
 from ..models.base import Model
-from ..models.registry import effective_spec, model_for
+from ..models.registry import check_keys, effective_spec, model_for
 from ..sandbox.base import Sandbox
 from ..sandbox.secrets import Vault, load_key
 from ..sandbox.workspace import Workspace
@@ -139,13 +140,14 @@ class Runtime(AuthorityActions):
 
     # -- running --------------------------------------------------------------
 
-    def _model_key(self, record: AgentRecord) -> Callable[[str], str | None]:
+    def model_key(self, record: AgentRecord) -> Callable[[str], Bound | None]:
         """Opens the vault secret holding a provider's API key (the agent's, else its
-        tenant's); None without a vault key, so the worker's environment is tried."""
+        tenant's) with the hosts it may go to; None without a vault key, so the worker's
+        environment is tried."""
 
-        def lookup(name: str) -> str | None:
+        def lookup(name: str) -> Bound | None:
             try:
-                return self.vault().get(record.tenant, record.agent_id, name)
+                return self.vault().find(record.tenant, record.agent_id, name)
             except SecretError:
                 return None
 
@@ -208,7 +210,7 @@ class Runtime(AuthorityActions):
         """:meth:`run` as a :data:`~stead.runtime.steps.Machine`, which yields where it
         waits for a model; ``heartbeats`` keeps its lease alive with others'."""
         record = self.store.get_record(agent_id)
-        key = self._model_key(record)
+        key = self.model_key(record)
 
         def build(state: State) -> Model:  # the spec's, or one a person set since
             spec = effective_spec(record.spec, state)
@@ -439,6 +441,7 @@ class Runtime(AuthorityActions):
         over, since it is rendered from the journal for whichever provider.
         """
         ref, script, options = parse_model_field(model, base_dir or Path.cwd())
+        check_keys({"model_options": options}, self.model_key(self.store.get_record(agent_id)))
         change = {"model": ref, "model_options": options, "script": script, "by": self.person()}
         try:
             return self.append_as_person(agent_id, lambda s: [NewEvent(Kind.MODEL_CHANGED, change)])

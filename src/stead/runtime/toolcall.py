@@ -190,4 +190,4 @@ def secrets_for(act: Activation, t: Tool) -> dict[str, str]:
         return {}
     if act.vault is None:
         raise SecretError(f"tool {t.name} needs secrets but this runtime has no vault")
-    return act.vault().for_call(act.record.tenant, act.record.agent_id, t.secrets)
+    return act.vault().for_call(act.record.tenant, act.record.agent_id, t.secrets, url=t.secrets_to)

@@ -4,7 +4,11 @@ A secret belongs to a tenant, and optionally to one agent of it (an agent's
 own secret wins over the tenant's of the same name). Values are sealed with
 AES-256-GCM under the vault key before the store sees them; the associated
 data binds each ciphertext to its tenant, agent and name, so a sealed value
-copied to another row does not open. The key comes from ``STEAD_SECRET_KEY``
+copied to another row does not open. A secret written with hosts
+(:mod:`stead.destinations`) is sealed with them: the row holds ``v2:`` and the
+ciphertext of ``{"value": ..., "to": [...]}`` under associated data of its own,
+so neither the list nor the format can be changed without the key (a ``v2`` row
+stripped of its mark does not open as an unbound one). The key comes from ``STEAD_SECRET_KEY``
 (base64 of 32 bytes) or the file named by ``STEAD_SECRET_KEY_FILE``; stead
 never writes it next to the store.
 
@@ -20,16 +24,18 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from ..destinations import Bound, check_destination, check_hosts
 from ..errors import SecretError
 from ..ports import SecretRows
 from ..redaction import Redactor
@@ -37,6 +43,8 @@ from ..redaction import Redactor
 KEY_ENV = "STEAD_SECRET_KEY"
 KEY_FILE_ENV = "STEAD_SECRET_KEY_FILE"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_BOUND = "v2:"
+"""Marks a row sealed with its hosts; base64 (the unbound rows) never holds a ':'."""
 
 
 def new_key() -> str:
@@ -115,14 +123,26 @@ class Vault:
         self._aead = AESGCM(key)
 
     @staticmethod
-    def _aad(tenant: str, agent_id: str, name: str) -> bytes:
-        return f"stead-secret\x00{tenant}\x00{agent_id}\x00{name}".encode()
+    def _aad(tenant: str, agent_id: str, name: str, bound: bool = False) -> bytes:
+        mark = "stead-secret-v2" if bound else "stead-secret"
+        return f"{mark}\x00{tenant}\x00{agent_id}\x00{name}".encode()
 
-    def set(self, tenant: str, name: str, value: str, *, agent_id: str = "", at: float) -> None:
+    def set(
+        self,
+        tenant: str,
+        name: str,
+        value: str,
+        *,
+        agent_id: str = "",
+        at: float,
+        to: Sequence[str] | None = None,
+    ) -> None:
+        """Seal ``value``; with ``to``, bound to those hosts (see :mod:`stead.destinations`)."""
         check_name(name)
         if not value:
             raise SecretError(f"secret {name}: the value is empty; pass it on standard input")
-        self._seal(tenant, agent_id, name, value, at)
+        hosts = check_hosts(to) if to is not None else None
+        self._seal(tenant, agent_id, name, value, at, hosts)
 
     def set_reserved(self, tenant: str, name: str, value: str, *, agent_id: str, at: float) -> None:
         """Seal a value only the runtime names (``stead.…``), such as an agent's signing key.
@@ -132,46 +152,71 @@ class Vault:
         """
         if not name.startswith("stead."):
             raise SecretError(f"{name!r} is not a reserved name; use set()")
-        self._seal(tenant, agent_id, name, value, at)
+        self._seal(tenant, agent_id, name, value, at, None)
 
-    def _seal(self, tenant: str, agent_id: str, name: str, value: str, at: float) -> None:
+    def _seal(
+        self,
+        tenant: str,
+        agent_id: str,
+        name: str,
+        value: str,
+        at: float,
+        to: tuple[str, ...] | None,
+    ) -> None:
         nonce = os.urandom(12)
-        sealed = self._aead.encrypt(nonce, value.encode(), self._aad(tenant, agent_id, name))
-        self._store.put_secret(
-            tenant, agent_id, name, base64.b64encode(nonce + sealed).decode(), at
-        )
+        if to is None:
+            plain, mark = value.encode(), ""
+        else:
+            plain, mark = json.dumps({"value": value, "to": list(to)}).encode(), _BOUND
+        sealed = self._aead.encrypt(nonce, plain, self._aad(tenant, agent_id, name, bool(mark)))
+        text = mark + base64.b64encode(nonce + sealed).decode()
+        self._store.put_secret(tenant, agent_id, name, text, at)
 
-    def _open(self, tenant: str, agent_id: str, name: str, sealed: str) -> str:
-        raw = base64.b64decode(sealed)
+    def _open(self, tenant: str, agent_id: str, name: str, sealed: str) -> Bound:
+        bound = sealed.startswith(_BOUND)
         try:
-            plain = self._aead.decrypt(raw[:12], raw[12:], self._aad(tenant, agent_id, name))
-        except InvalidTag:
+            raw = base64.b64decode(sealed.removeprefix(_BOUND), validate=True)
+            plain = self._aead.decrypt(raw[:12], raw[12:], self._aad(tenant, agent_id, name, bound))
+        except (InvalidTag, binascii.Error, ValueError):
             raise SecretError(
                 f"secret {name} does not open with this vault key (a different "
                 "key sealed it, or it was tampered with)"
             ) from None
-        return plain.decode()
+        if not bound:
+            return Bound(plain.decode())
+        data = json.loads(plain)
+        return Bound(str(data["value"]), tuple(str(h) for h in data["to"]))
 
-    def get(self, tenant: str, agent_id: str, name: str) -> str | None:
-        """The value an agent sees for ``name``: its own, else its tenant's, else None."""
+    def find(self, tenant: str, agent_id: str, name: str) -> Bound | None:
+        """``name`` as an agent sees it, with its hosts: its own, else its tenant's, else None."""
         for scope in (agent_id, ""):
             sealed = self._store.get_secret(tenant, scope, name)
             if sealed is not None:
                 return self._open(tenant, scope, name, sealed)
         return None
 
-    def for_call(self, tenant: str, agent_id: str, names: Iterable[str]) -> dict[str, str]:
-        """Exactly the declared secrets for one call; refuse if one is not set."""
+    def get(self, tenant: str, agent_id: str, name: str) -> str | None:
+        """The value an agent sees for ``name``: its own, else its tenant's, else None."""
+        found = self.find(tenant, agent_id, name)
+        return None if found is None else found.value
+
+    def for_call(
+        self, tenant: str, agent_id: str, names: Iterable[str], *, url: str | None = None
+    ) -> dict[str, str]:
+        """Exactly the declared secrets for one call; refuse if one is not set, or, when
+        they are sent to ``url`` (an MCP server's), if one is not bound to its host."""
         values = {}
         for name in names:
             check_name(name)  # a reserved name (an agent's signing key) is never handed out
-            value = self.get(tenant, agent_id, name)
-            if value is None:
+            found = self.find(tenant, agent_id, name)
+            if found is None:
                 raise SecretError(
                     f"the tool needs secret {name}, which is not set for agent {agent_id} or "
                     f"its tenant {tenant}; set it with `stead secret set {name}`"
                 )
-            values[name] = value
+            if url is not None:
+                check_destination(name, found, url, "the URL of an MCP server")
+            values[name] = found.value
         return values
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..destinations import provider_hosts
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..governance.grants import NETWORK
 from ..integrity.audit import audit
@@ -229,12 +230,18 @@ def grant(call: Call) -> Any:
 
 
 def put_secret(call: Call) -> None:
+    """Seal a secret, bound to the hosts in ``to`` (or its ``provider``'s endpoint); one
+    bound to neither goes to no URL but a provider's own (stead.destinations)."""
     agent_id = call.body.get("agent_id", "")
     if agent_id:
         call.rt.store.get_record(agent_id)  # NotFound for another tenant's
+    provider = call.body.get("provider")
+    if provider and "to" in call.body:
+        raise UsageError('a secret is bound to "to" hosts or to a "provider", not both')
+    to = provider_hosts(provider) if provider else call.body.get("to")
     call.rt.vault().set(
         call.token.tenant, call.params["name"], call.body["value"], agent_id=agent_id,
-        at=call.rt.clock.now(),
+        at=call.rt.clock.now(), to=to,
     )  # fmt: skip
 
 
@@ -287,7 +294,12 @@ ENDPOINTS = [
     Endpoint("PUT", "/v1/secrets/{name}", "govern", "Write a secret (never readable back)",
              put_secret, {}, body=strict({"value": {"type": "string", "minLength": 1,
                                                     "maxLength": 65536},
-                                          "agent_id": {"type": "string"}}, required=["value"]),
+                                          "agent_id": {"type": "string"},
+                                          "to": {"type": "array", "minItems": 1, "maxItems": 32,
+                                                 "items": {"type": "string", "minLength": 1,
+                                                           "maxLength": 255}},
+                                          "provider": {"enum": ["openai", "anthropic"]}},
+                                         required=["value"]),
              status=204, tag="secrets"),
 ]  # fmt: skip
 """Every endpoint of the API, in the order the OpenAPI document lists them."""

@@ -145,6 +145,8 @@ class Tool:
     reconcile: ReconcileHook | None = None
     compensate: CompensateHook | None = None
     secrets: tuple[str, ...] = ()
+    # the URL its secrets are sent to (an MCP server's): each must be bound to its host
+    secrets_to: str | None = None
     env: tuple[str, ...] = ()
     # a schema given with the declaration, checked in full (jsonschema) at each call
     explicit_schema: bool = False

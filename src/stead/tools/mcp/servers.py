@@ -234,6 +234,9 @@ def _listing_secrets(rt: Any, spec: AgentSpec, agent_id: str, names: list[str]) 
     if not names:
         return {}
     try:
+        for server in spec.mcp:  # a server's URL gets only secrets bound to its host
+            if "url" in server and server.get("secrets"):
+                rt.vault().for_call(spec.tenant, agent_id, server["secrets"], url=server["url"])
         found: dict[str, str] = rt.vault().for_call(spec.tenant, agent_id, names)
     except SecretError as exc:
         raise SecretError(

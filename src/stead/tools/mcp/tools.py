@@ -116,6 +116,7 @@ def make_tools(
             description=f"{description}\n(tool {remote!r} of MCP server {server['name']})".strip(),
             wants_ctx=True,
             secrets=tuple(server.get("secrets") or ()),
+            secrets_to=server.get("url"),
             explicit_schema=True,
             reconcile=_hook(server, remote, load),
         )
