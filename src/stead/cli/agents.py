@@ -19,10 +19,13 @@ from .common import (
     err,
     exit_code_for,
     out,
-    positive_int,
     runtime_for,
     wants_json,
+    whole,
 )
+
+MAX_STEPS = whole(1, 10**9)
+"""A run's decisions: more than a run makes, fewer than a store cannot count."""
 
 
 def register(
@@ -31,7 +34,7 @@ def register(
     p = sub.add_parser("run", parents=[common], help="create an agent from a spec and run it")
     p.add_argument("spec", help="path of the agent spec (YAML)")
     p.add_argument("--id", dest="agent_id", help="agent id to use (default: a new one)")
-    p.add_argument("--max-steps", type=positive_int, help="stop this run after N decisions")
+    p.add_argument("--max-steps", type=MAX_STEPS, help="stop this run after N decisions")
     p.add_argument("--record", type=Path, help="append the model's exchanges to this file")
     p.set_defaults(func=cmd_run)
 
@@ -41,7 +44,7 @@ def register(
         help="recover an agent and run it on from its last committed step",
     )
     p.add_argument("agent_id")
-    p.add_argument("--max-steps", type=positive_int, help="stop this run after N decisions")
+    p.add_argument("--max-steps", type=MAX_STEPS, help="stop this run after N decisions")
     p.add_argument("--record", type=Path, help="append the model's exchanges to this file")
     p.set_defaults(func=cmd_resume)
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -71,15 +71,27 @@ def common_options() -> argparse.ArgumentParser:
     return p
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
+MAX_INT64 = 2**63 - 1
+"""The largest number a store keeps (a version, an event's position)."""
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``, in ASCII digits (a
+    number past what the option can mean is a mistake, never taken as given)."""
+
+    def parse(text: str) -> int:
+        digits = text.strip().removeprefix("-")
+        value = int(text) if digits.isascii() and digits.isdigit() and len(digits) < 30 else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from {low} to {high}")
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type by it in its own errors
+    return parse
+
+
+position = whole(0, MAX_INT64)
+"""An argparse type: an agent's version, or an event's place in its journal."""
 
 
 def seconds(text: str) -> float:
@@ -136,11 +148,7 @@ def runtime_for(args: argparse.Namespace, reads_only: bool = False) -> Iterator[
     """The runtime a command acts through, closed when the ``with`` block is left,
     however it is left; a command that ``reads_only`` makes no store."""
     url = store_url(args)
-    data_dir = (
-        getattr(args, "data_dir", None) or os.environ.get("STEAD_DATA_DIR") or data_dir_for(url)
-    )
-    if data_dir is None:
-        data_dir = str(Path(".stead").resolve())
+    data_dir = data_dir_of(args, url, str(Path(".stead").resolve()))
     tenant = tenant_of(args)
     blobs = getattr(args, "blobs", None) or os.environ.get("STEAD_BLOBS") or None
     rt = Runtime(open_store(url, create=not reads_only), data_dir, tenant=tenant, blobs=blobs)
@@ -148,6 +156,33 @@ def runtime_for(args: argparse.Namespace, reads_only: bool = False) -> Iterator[
         yield rt
     finally:
         rt.close()
+
+
+_KERNEL = (Path("/proc"), Path("/sys"), Path("/dev"))
+"""File systems of the kernel's own: nothing of stead's can live there."""
+
+
+def data_dir_of(args: argparse.Namespace, url: str, default: str) -> str:
+    """The data folder (``--data-dir``, ``$STEAD_DATA_DIR``, beside a SQLite store, else
+    ``default``), refused before anything is made when it cannot be stead's: the
+    root of the file system (workspaces and blobs would be made in ``/``), a
+    folder of the kernel's own (``/proc``, ``/sys``, ``/dev``), or a file."""
+    named = getattr(args, "data_dir", None) or os.environ.get("STEAD_DATA_DIR")
+    folder = named or data_dir_for(url) or default
+    where = f"--data-dir {folder}" if named else f"the data folder {folder} (--data-dir)"
+    real = Path(os.path.realpath(folder))
+    if real == Path("/"):
+        problem = "is the root of the file system"
+    elif any(real == k or k in real.parents for k in _KERNEL):
+        problem = "is in a file system of the kernel's own"
+    elif real.exists() and not real.is_dir():
+        problem = "is not a folder"
+    else:
+        return folder
+    raise UsageError(
+        f"{where} {problem}; name a folder for stead's workspaces and blobs, such as "
+        "/var/lib/stead (it is made if missing)"
+    )
 
 
 def emit_json(value: Any) -> None:

@@ -11,7 +11,16 @@ from rich.table import Table
 
 from ..snapshots import trust
 from ..state import State
-from .common import describe_stop, emit_json, err, exit_code_for, out, runtime_for, wants_json
+from .common import (
+    describe_stop,
+    emit_json,
+    err,
+    exit_code_for,
+    out,
+    position,
+    runtime_for,
+    wants_json,
+)
 
 
 def register(
@@ -45,7 +54,7 @@ def register(
         "fork", parents=[common], help="a new agent (new id and key) from a version of this one"
     )
     p.add_argument("agent_id")
-    p.add_argument("--at", type=int, metavar="VERSION", dest="at_version")
+    p.add_argument("--at", type=position, metavar="VERSION", dest="at_version")
     p.add_argument("--name", help="the fork's name (default: the origin's)")
     p.add_argument(
         "--with-grants",

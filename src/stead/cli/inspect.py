@@ -20,6 +20,7 @@ from .common import (
     EXIT_FAILED,
     emit_json,
     out,
+    position,
     runtime_for,
     status_style,
     tenant_of,
@@ -35,13 +36,13 @@ def register(
 
     p = sub.add_parser("show", parents=[common], help="show an agent's state")
     p.add_argument("agent_id")
-    p.add_argument("--at", type=int, metavar="VERSION", help="the state as of this version")
+    p.add_argument("--at", type=position, metavar="VERSION", help="the state as of this version")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("trace", parents=[common], help="print an agent's journal")
     p.add_argument("agent_id")
-    p.add_argument("--from", dest="from_seq", type=int, default=1, metavar="SEQ")
-    p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ")
+    p.add_argument("--from", dest="from_seq", type=position, default=1, metavar="SEQ")
+    p.add_argument("--to", dest="to_seq", type=position, metavar="SEQ")
     p.set_defaults(func=cmd_trace)
 
     audit = sub.add_parser("audit", help="check an agent's tamper-evident journal")

@@ -18,6 +18,7 @@ from .common import (
     emit_json,
     err,
     out,
+    position,
     runtime_for,
     wants_json,
 )
@@ -56,14 +57,14 @@ def register(
     ):
         p = sub.add_parser(name, parents=[common], help=what)
         p.add_argument("agent_id")
-        p.add_argument("seq", type=int, metavar="EVENT")
+        p.add_argument("seq", type=position, metavar="EVENT")
         p.set_defaults(func=cmd_provenance, which=name)
 
     p = sub.add_parser(
         "quarantine", parents=[common], help="mark a result bad; flag what depends on it"
     )
     p.add_argument("agent_id")
-    p.add_argument("seq", type=int, metavar="EVENT")
+    p.add_argument("seq", type=position, metavar="EVENT")
     p.add_argument("--reason", required=True)
     p.set_defaults(func=cmd_quarantine)
 
@@ -72,8 +73,8 @@ def register(
     )
     p.add_argument("agent_id")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--to", type=int, metavar="VERSION", dest="to_version")
-    which.add_argument("--downstream-of", type=int, metavar="EVENT", dest="downstream_of")
+    which.add_argument("--to", type=position, metavar="VERSION", dest="to_version")
+    which.add_argument("--downstream-of", type=position, metavar="EVENT", dest="downstream_of")
     p.set_defaults(func=cmd_rollback)
 
     p = sub.add_parser("signoff", parents=[common], help="sign off a goal that asks for a person")

@@ -12,18 +12,19 @@ from rich.table import Table
 
 from ..clock import SystemClock, iso
 from ..errors import UsageError
-from ..store import data_dir_for, open_store
+from ..store import open_store
 from ..store.tokens import ROLES, TokenRows
 from .common import (
     EXIT_COMPLETED,
+    data_dir_of,
     emit_json,
     err,
     out,
-    positive_int,
     runtime_for,
     store_url,
     tenant_of,
     wants_json,
+    whole,
 )
 
 
@@ -32,7 +33,7 @@ def register(
 ) -> None:
     p = sub.add_parser("serve", parents=[common], help="serve the HTTP API over the store")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    p.add_argument("--port", type=positive_int, default=8750, help="port to listen on (8750)")
+    p.add_argument("--port", type=whole(1, 65535), default=8750, help="port to listen on (8750)")
     p.add_argument(
         "--specs",
         type=Path,
@@ -163,12 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _operator(args)
     proxies = _proxies(args.forwarded_allow_ips)
     url = store_url(args)
-    data_dir = (
-        getattr(args, "data_dir", None)
-        or os.environ.get("STEAD_DATA_DIR")
-        or data_dir_for(url)
-        or ".stead"
-    )
+    data_dir = data_dir_of(args, url, ".stead")
     if args.specs is not None and not args.specs.is_dir():
         raise UsageError(f"--specs {args.specs} is not a folder")
     blobs = getattr(args, "blobs", None) or os.environ.get("STEAD_BLOBS") or None

@@ -19,12 +19,12 @@ from .common import (
     emit_json,
     err,
     out,
-    positive_int,
     positive_seconds,
     runtime_for,
     seconds,
     tenant_of,
     wants_json,
+    whole,
 )
 
 if TYPE_CHECKING:
@@ -39,13 +39,13 @@ def register(
     )
     p.add_argument(
         "--concurrency",
-        type=positive_int,
+        type=whole(1, 4096),
         default=32,
         help="agents run at once (default 32); with --in-flight, the threads they run on",
     )
     p.add_argument(
         "--in-flight",
-        type=positive_int,
+        type=whole(1, 1_000_000),
         default=None,
         metavar="N",
         help="keep up to N agents in flight, each parked while its model answers, on "

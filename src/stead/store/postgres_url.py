@@ -42,7 +42,12 @@ it (and its row locks): see the module's docstring."""
 DEFAULT_POOL_MAX = 48
 """Enough for ``stead work``'s default 32 agents at once, their heartbeats and the
 group committer, so threads seldom queue for a connection."""
-_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_FORM = "postgresql://USER@HOST:PORT/DATABASE?schema=NAME"
+MAX_SCHEMA = 52
+"""PostgreSQL cuts names at 63 characters, and the store's notify channel is
+``stead_work_SCHEMA`` (:mod:`.postgres_wakeups`): a longer schema would name a
+channel the server refuses."""
+_SCHEMA = re.compile(rf"[a-z_][a-z0-9_]{{0,{MAX_SCHEMA - 1}}}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +63,11 @@ class Target:
 
 def parse(url: str) -> Target:
     """Split stead's parameters off a ``postgresql://`` URL; refuse what cannot be used."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number, or past 65535, raises here
+    except ValueError as exc:
+        raise UsageError(f"cannot use the store URL: {exc}; use {_FORM}") from None
     schema: str | None = None
     pool_max = DEFAULT_POOL_MAX
     options: list[str] = []
@@ -68,7 +77,8 @@ def parse(url: str) -> Target:
             if not _SCHEMA.fullmatch(value):
                 raise UsageError(
                     f"the store URL's schema {value!r} is not a plain schema name; use "
-                    "lowercase letters, digits and _ (at most 63), starting with a letter or _"
+                    f"lowercase letters, digits and _ (at most {MAX_SCHEMA}), starting with a "
+                    "letter or _"
                 )
             schema = value
         elif key == "pool_max":
