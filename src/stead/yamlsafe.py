@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from . import storefiles
 from .errors import SteadError
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -106,6 +107,8 @@ class _Refused(Exception):
 def read_text(path: str | Path, what: str, error: type[SteadError]) -> str:
     """The UTF-8 text of a regular file of at most :data:`MAX_FILE_BYTES`."""
     p = Path(path)
+    if storefiles.is_held(p):  # opened and closed here, it would drop the store's locks
+        raise error(f"{what} {p} is a file of the store this process has open; name another")
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:

@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from .. import storefiles
 from ..canonical import strict_loads
 from ..errors import ModelError, SpecError
 from ..redaction import Redactor
@@ -50,6 +51,7 @@ class RecordingTransport(httpx.BaseTransport):
         options: ModelOptions,
         secrets: Mapping[str, str] | None = None,
     ) -> None:
+        storefiles.refuse_held(path, "the model recording")
         self._inner = inner
         self._path = path
         # a key the model writes into its own answer is hidden as in the journal
@@ -83,6 +85,7 @@ class RecordingTransport(httpx.BaseTransport):
 
 def read_recording(path: Path) -> tuple[ModelOptions, list[dict[str, Any]]]:
     """The recorded model's options and its exchanges; SpecError if it is not one."""
+    storefiles.refuse_held(path, "the model recording")
     try:
         if path.stat().st_size > MAX_RECORDING_BYTES:
             raise SpecError(f"recording {path} is larger than {MAX_RECORDING_BYTES} bytes")

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import storefiles
 from ..errors import PathEscape, WorkspaceFull
 from ..ports import Blobs
 from . import beneath
@@ -75,6 +76,7 @@ class Workspace:
         self.blobs = blobs
         # (size, mtime_ns, ctime_ns, inode) -> hash, so unchanged files are not re-read
         self._seen: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+        self._store_files: frozenset[tuple[int, int]] = frozenset()
         self.size = 0
         """The bytes of the files the last :meth:`scan` found."""
         self.refused: list[str] = []
@@ -111,6 +113,7 @@ class Workspace:
         self.refused = []
         if not self.root.exists():
             return manifest
+        self._store_files = storefiles.held_files()  # a hard link to them is never opened
         # A file modified within the timestamp granularity of the scan could change
         # again without its stat changing; such "racily clean" files are re-hashed.
         trust_before = time.time_ns() - RACY_NS
@@ -160,6 +163,8 @@ class Workspace:
             st = os.lstat(e.name, dir_fd=e.dir_fd)
         except OSError:
             return None
+        if (st.st_dev, st.st_ino) in self._store_files:
+            return None  # a link to the live store: never opened (stead.storefiles)
         if quota is not None and st.st_size > quota.max_bytes - size:
             raise _over(e.rel, quota)
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
@@ -307,9 +312,26 @@ class Workspace:
         return path
 
     def seed_from(self, folder: str | Path) -> None:
-        """Copy a folder's files into the (empty) workspace."""
+        """Copy a folder's files into the (empty) workspace; refuse, leaving it empty, a
+        folder that holds a file of the store this process has open (a link to one
+        too): opening it would drop the store's locks (see :mod:`stead.storefiles`)."""
         self.create()
-        shutil.copytree(folder, self.root, dirs_exist_ok=True, symlinks=False)
+        held = storefiles.held_files()
+
+        def refuse_store(where: str, names: list[str]) -> list[str]:
+            for name in names:  # before any file of this folder is opened
+                path = os.path.join(where, name)
+                storefiles.refuse_held(path, "the workspace's seed holds", held)
+            return []
+
+        try:
+            if held:
+                storefiles.refuse_held(folder, "the workspace's seed", held)
+            shutil.copytree(folder, self.root, dirs_exist_ok=True, symlinks=False,
+                            ignore=refuse_store if held else None)  # fmt: skip
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
 
 def diff(old: Manifest, new: Manifest) -> Delta:

@@ -46,6 +46,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from .. import storefiles
 from ..canonical import dumps, loads
 from ..errors import ArchiveError, PathEscape
 from ..ids import is_id
@@ -114,6 +115,7 @@ def write_archive(
     crash can leave the source retired and the complete archive under its
     temporary name, but never both a runnable source and a published archive.
     """
+    storefiles.refuse_held(path, "the archive to write,")  # renamed over it, it would be lost
     parts: dict[str, bytes] = {
         JOURNAL: _pack(b"".join(dumps(e.to_json()).encode() + b"\n" for e in events)),
         STATE: _pack(dumps(state.to_json()).encode()),
@@ -219,6 +221,7 @@ def _members(path: Path) -> dict[str, bytes]:
     time, so a damaged or made-up file (one sent over HTTP, say) costs no memory;
     then each member is read on its own.
     """
+    storefiles.refuse_held(path, "the archive")
     try:
         with path.open("rb") as f:
             return _read_members(path, f, os.fstat(f.fileno()).st_size)

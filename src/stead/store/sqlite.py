@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import storefiles
 from ..canonical import dumps, loads
 from ..errors import (
     IntegrityError,
@@ -126,6 +127,8 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
         except BaseException:
             self._db.close()
             raise
+        # nothing else in this process may open its files now (see stead.storefiles)
+        self._held = storefiles.hold(self.path) if str(path) != ":memory:" else ""
 
     # -- plumbing -------------------------------------------------------------
 
@@ -206,6 +209,9 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if self._held:
+                storefiles.release(self._held)
+                self._held = ""
 
     # -- agents ---------------------------------------------------------------
 
