@@ -37,19 +37,25 @@ _lock = threading.Lock()
 
 def hold(path: str | Path) -> str:
     """Record that this process has the SQLite database at ``path`` open; the name to
-    :func:`release` it by (resolved now, whatever the current folder is later)."""
+    :func:`release` it by (resolved now, whatever the current folder is later), or ""
+    for a database in memory, which has no files."""
+    if str(path) == ":memory:":
+        return ""
     real = os.path.realpath(path)
     with _lock:
         _held[real] += 1
     return real
 
 
-def release(real: str) -> None:
-    """Record that one connection to the database :func:`hold` named ``real`` was closed."""
+def release(real: str) -> str:
+    """Record that one connection to the database :func:`hold` named ``real`` was
+    closed (nothing for ""); "", what the connection holds from then on."""
     with _lock:
-        _held[real] -= 1
-        if _held[real] <= 0:
-            del _held[real]
+        if real in _held:
+            _held[real] -= 1
+            if _held[real] <= 0:
+                del _held[real]
+    return ""
 
 
 def held_files() -> frozenset[tuple[int, int]]:

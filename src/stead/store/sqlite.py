@@ -56,7 +56,7 @@ from .base import (
     renewal_refused,
     wake_at,
 )
-from .sqlite_migrations import MIGRATIONS
+from .sqlite_migrations import MIGRATIONS, apply_migrations
 from .tokens import SqlTokenRows
 
 BUSY_TIMEOUT_MS = 10_000
@@ -127,8 +127,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
         except BaseException:
             self._db.close()
             raise
-        # nothing else in this process may open its files now (see stead.storefiles)
-        self._held = storefiles.hold(self.path) if str(path) != ":memory:" else ""
+        self._held = storefiles.hold(path)  # no other open of its files (stead.storefiles)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -186,19 +185,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
             row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
             current = int(row[0])
             self._check_version(current)
-            for version in range(current + 1, len(MIGRATIONS) + 1):
-                migration = MIGRATIONS[version - 1]
-                if callable(migration):
-                    migration(db)
-                else:
-                    for statement in migration.split(";"):
-                        if statement.strip():
-                            db.execute(statement)
-                db.execute(
-                    "INSERT INTO schema_migrations (version, applied_at) "
-                    "VALUES (?, julianday('now'))",
-                    (version,),
-                )
+            apply_migrations(db, current)
 
     def recorded_schema_version(self) -> int:
         """The highest schema version recorded in the database."""
@@ -209,9 +196,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
     def close(self) -> None:
         with self._lock:
             self._db.close()
-            if self._held:
-                storefiles.release(self._held)
-                self._held = ""
+            self._held = storefiles.release(self._held)
 
     # -- agents ---------------------------------------------------------------
 

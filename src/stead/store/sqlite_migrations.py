@@ -170,3 +170,20 @@ MIGRATIONS: list[Migration] = [
     # an edited spec column or a lease set back is refused (stead.integrity.sealing)
     sqlite_anchors.seal,
 ]
+
+
+def apply_migrations(db: sqlite3.Connection, current: int) -> None:
+    """Apply every migration after version ``current``, each recorded with its version
+    in ``schema_migrations``, in the caller's transaction."""
+    for version in range(current + 1, len(MIGRATIONS) + 1):
+        migration = MIGRATIONS[version - 1]
+        if callable(migration):
+            migration(db)
+        else:
+            for statement in migration.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        db.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, julianday('now'))",
+            (version,),
+        )
