@@ -66,9 +66,29 @@ def test_a_data_folder_that_is_the_root_or_a_kernel_file_system_is_refused(
     for folder in ("/", "/proc", "/proc/self", "/sys/kernel", "/dev", "/tmp/../proc"):
         refused(capsys, "run", str(spec), "--store", store, "--data-dir", folder,
                 needle="--data-dir")  # fmt: skip
+    for blobs in ("/", "/proc/x", "file:///sys/kernel"):
+        refused(capsys, "run", str(spec), "--store", store, "--data-dir", str(tmp_path / "d"),
+                "--blobs", blobs, needle="--blobs")  # fmt: skip
     a_file = tmp_path / "a-file"
     a_file.write_text("x", encoding="utf-8")
     refused(capsys, "run", str(spec), "--store", store, "--data-dir", str(a_file),
             needle="not a folder")  # fmt: skip
     assert set(os.listdir("/")) == root_before
     assert _files(tmp_path) == {*before, a_file}
+
+
+def test_a_data_folder_from_the_environment_is_held_to_the_same_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = write_agent(tmp_path, [{"finish": "done"}])
+    before = _files(tmp_path)
+    monkeypatch.setenv("STEAD_DATA_DIR", "/")
+    refused(capsys, "run", str(spec), "--store", f"sqlite:///{tmp_path / 'db' / 'stead.db'}",
+            needle="$STEAD_DATA_DIR / is the root")  # fmt: skip
+    monkeypatch.delenv("STEAD_DATA_DIR")
+    monkeypatch.setenv("STEAD_BLOBS", "/proc/blobs")
+    refused(capsys, "run", str(spec), "--store", f"sqlite:///{tmp_path / 'db' / 'stead.db'}",
+            needle="$STEAD_BLOBS /proc/blobs")  # fmt: skip
+    # a store at the root of the file system puts its data folder there: refused too
+    refused(capsys, "run", str(spec), "--store", "sqlite:////stead.db", needle="the data folder /")
+    assert _files(tmp_path) == before and not os.path.exists("/stead.db")

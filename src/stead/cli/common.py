@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -150,7 +151,7 @@ def runtime_for(args: argparse.Namespace, reads_only: bool = False) -> Iterator[
     url = store_url(args)
     data_dir = data_dir_of(args, url, str(Path(".stead").resolve()))
     tenant = tenant_of(args)
-    blobs = getattr(args, "blobs", None) or os.environ.get("STEAD_BLOBS") or None
+    blobs = blobs_of(args)
     rt = Runtime(open_store(url, create=not reads_only), data_dir, tenant=tenant, blobs=blobs)
     try:
         yield rt
@@ -164,12 +165,30 @@ _KERNEL = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 def data_dir_of(args: argparse.Namespace, url: str, default: str) -> str:
     """The data folder (``--data-dir``, ``$STEAD_DATA_DIR``, beside a SQLite store, else
-    ``default``), refused before anything is made when it cannot be stead's: the
-    root of the file system (workspaces and blobs would be made in ``/``), a
-    folder of the kernel's own (``/proc``, ``/sys``, ``/dev``), or a file."""
-    named = getattr(args, "data_dir", None) or os.environ.get("STEAD_DATA_DIR")
+    ``default``), refused before anything is made when it cannot be stead's (see
+    :func:`_own_folder`)."""
+    flag = getattr(args, "data_dir", None)
+    named = flag or os.environ.get("STEAD_DATA_DIR")
     folder = named or data_dir_for(url) or default
-    where = f"--data-dir {folder}" if named else f"the data folder {folder} (--data-dir)"
+    where = "--data-dir" if flag else "$STEAD_DATA_DIR" if named else "the data folder"
+    return _own_folder(folder, f"{where} {folder}", "workspaces and blobs")
+
+
+def blobs_of(args: argparse.Namespace) -> str | None:
+    """The blob store's URL (``--blobs``, ``$STEAD_BLOBS``, else None: the data
+    folder's); a folder is held to what a data folder is (see :func:`_own_folder`)."""
+    flag = getattr(args, "blobs", None)
+    url = flag or os.environ.get("STEAD_BLOBS") or None
+    if url is not None and ("://" not in url or url.startswith("file:")):
+        folder = urllib.parse.unquote(urllib.parse.urlsplit(url).path) if "://" in url else url
+        _own_folder(folder, f"{'--blobs' if flag else '$STEAD_BLOBS'} {url}", "blobs")
+    return url
+
+
+def _own_folder(folder: str, where: str, what: str) -> str:
+    """``folder``, unless it cannot be stead's: the root of the file system (stead's
+    folders would be made in ``/``), a folder of the kernel's own (``/proc``,
+    ``/sys``, ``/dev``), or a file; refused before anything is made."""
     real = Path(os.path.realpath(folder))
     if real == Path("/"):
         problem = "is the root of the file system"
@@ -180,8 +199,8 @@ def data_dir_of(args: argparse.Namespace, url: str, default: str) -> str:
     else:
         return folder
     raise UsageError(
-        f"{where} {problem}; name a folder for stead's workspaces and blobs, such as "
-        "/var/lib/stead (it is made if missing)"
+        f"{where} {problem}; name a folder for stead's {what}, such as /var/lib/stead "
+        "(it is made if missing)"
     )
 
 

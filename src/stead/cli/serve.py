@@ -16,6 +16,7 @@ from ..store import open_store
 from ..store.tokens import ROLES, TokenRows
 from .common import (
     EXIT_COMPLETED,
+    blobs_of,
     data_dir_of,
     emit_json,
     err,
@@ -167,7 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     data_dir = data_dir_of(args, url, ".stead")
     if args.specs is not None and not args.specs.is_dir():
         raise UsageError(f"--specs {args.specs} is not a folder")
-    blobs = getattr(args, "blobs", None) or os.environ.get("STEAD_BLOBS") or None
+    blobs = blobs_of(args)
     server = Server(open_store(url), data_dir, blobs=blobs, specs=args.specs, clock=SystemClock())
     err.print(f"serving {url} at http://{args.host}:{args.port}/v1/ (Ctrl-C stops)")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the
