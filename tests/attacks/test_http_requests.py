@@ -373,6 +373,13 @@ def test_an_operator_cannot_send_an_admin_s_secret_to_a_server_of_its_choosing(
         else:
             assert got.status_code in (400, 403), got.text
             said = got.text
+        # nor by giving an agent of its own that model
+        agent_id = made(served, "waiter.yaml")
+        swap = _spec_sending("GITHUB_TOKEN", fake.url)["spec"]["model"]
+        swapped = served.call("PUT", f"/v1/agents/{agent_id}/model", "acme", "operator",
+                              json={"model": swap})  # fmt: skip
+        assert swapped.status_code == 400 and "GITHUB_TOKEN" in swapped.text, swapped.text
+        run_until(served, agent_id, {"waiting"})
         assert not any(token in json.dumps(s.headers) for s in fake.seen)
         assert fake.seen == []
     assert "GITHUB_TOKEN" in said and "127.0.0.1" in said and "--to" in said, said
