@@ -110,3 +110,20 @@ def test_an_id_a_view_claimed_gives_it_nothing_of_another_tenant_s_agent(store: 
             read("ag_contested")
     with pytest.raises(StoreError, match="already in use"):
         TenantStore(store, "acme").claim_new("ag_contested")
+
+
+def test_a_secret_sealed_with_its_hosts_opens_with_them_on_every_backend(store: Store) -> None:
+    """The hosts a secret may go to are sealed into its row (stead.destinations): every
+    backend keeps that row as it was given, so the list comes back unwidened."""
+    import os
+
+    from stead.destinations import Bound
+    from stead.sandbox.secrets import Vault
+
+    vault = Vault(TenantStore(store, "acme"), os.urandom(32))
+    vault.set("acme", "GH", "ghp_token-value", to=["api.github.com", "*.corp.io"], at=1.0)
+    vault.set("acme", "OLD", "sk-unbound-value", at=1.0)
+    hosts = ("api.github.com", "*.corp.io")
+    assert vault.find("acme", "", "GH") == Bound("ghp_token-value", hosts)
+    assert vault.find("acme", "", "OLD") == Bound("sk-unbound-value", None)
+    assert (store.get_secret("acme", "", "GH") or "").startswith("v2:")
