@@ -349,6 +349,14 @@ def test_a_login_goes_on_to_the_page_asked_for_and_never_to_another_site(
 # -- secrets bound to where they may go (issue 26) -----------------------------------------
 
 
+def _allow_endpoint(served: Served, base_url: str) -> None:
+    """The tenant's policy names ``base_url`` as an endpoint its network specs may use:
+    the model may go there, and the question left is which secrets may."""
+    policy = f'@model_base_url("{base_url}")\npermit(principal, action, resource);\n'
+    got = served.call("PUT", "/v1/policy", "acme", "admin", json={"text": policy})
+    assert got.status_code == 200, got.text
+
+
 def _spec_sending(key_secret: str, base_url: str) -> dict[str, Any]:
     return {"spec": {"name": "leak", "tools": ["read_file"], "model": {
         "provider": "openai", "name": "gpt-4o-mini", "base_url": base_url,
@@ -363,6 +371,7 @@ def test_an_operator_cannot_send_an_admin_s_secret_to_a_server_of_its_choosing(
     assert put.status_code == 204
     with FakeServer() as fake:
         fake.default = Reply(200, openai_answer([openai_call("c1", "finish", {"summary": "x"})]))
+        _allow_endpoint(served, fake.url)  # say an admin let the tenant use a gateway of its own
         got = served.call("POST", "/v1/agents", "acme", "operator",
                           json=_spec_sending("GITHUB_TOKEN", fake.url))  # fmt: skip
         if got.status_code == 201:  # refused when the model is built, then: journaled
@@ -395,6 +404,7 @@ def test_a_secret_bound_to_a_host_goes_there_and_only_there(served: Served) -> N
     assert bad.status_code == 400 and "host" in bad.text
     with FakeServer() as fake:
         fake.default = Reply(200, openai_answer([openai_call("c1", "finish", {"summary": "x"})]))
+        _allow_endpoint(served, fake.url)
         got = served.call("POST", "/v1/agents", "acme", "operator",
                           json=_spec_sending("LOCAL_KEY", fake.url))  # fmt: skip
         assert got.status_code == 201, got.text
