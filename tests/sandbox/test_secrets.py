@@ -372,6 +372,19 @@ def test_secret_set_binds_to_hosts_or_a_provider(
         check.close()
         assert found is not None and found.to == to
     capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+    assert main(["secret", "set", "GH", "--to", "api.github.com", *store]) == 0
+    capsys.readouterr()
+    assert main(["secret", "ls", *store]) == 0
+    listed = capsys.readouterr().out
+    assert "GH  (tenant default; sent only to api.github.com)" in listed
+    assert "TOKEN  (tenant default; bound to no host)" in listed and SECRET not in listed
+    monkeypatch.delenv("STEAD_SECRET_KEY")  # without the key, nothing is said of the hosts
+    assert main(["secret", "ls", "--json", *store]) == 0
+    assert all("to" not in row for row in json.loads(capsys.readouterr().out))
+    monkeypatch.setenv("STEAD_SECRET_KEY", new_key())  # another key: nothing said either
+    assert main(["secret", "ls", *store]) == 0
+    assert "GH  (tenant default)" in capsys.readouterr().out
     for args in (["--to", "https://x.io/"], ["--to", "a,"]):
         monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
         assert main(["secret", "set", "TOKEN", *args, *store]) == 2

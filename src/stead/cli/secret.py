@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+
+from rich.markup import escape
 
 from ..destinations import PROVIDER_HOSTS, check_hosts, provider_hosts
 from ..errors import SecretError, UsageError
+from ..runtime.runtime import Runtime
 from ..sandbox.secrets import check_name, new_key
 from .common import EXIT_COMPLETED, emit_json, err, out, runtime_for, tenant_of, wants_json
 
@@ -101,15 +105,41 @@ def cmd_ls(args: argparse.Namespace) -> int:
     with runtime_for(args, reads_only=True) as rt:
         tenant = tenant_of(args) or "default"
         rows = rt.store.list_secrets(tenant)
+        sent = _where_sent(rt, tenant, rows)
     if wants_json(args):
-        emit_json([{"name": n, "agent_id": a or None, "updated_at": t} for a, n, t in rows])
+        emit_json([{"name": n, "agent_id": a or None, "updated_at": t,
+                    **({"to": sent[(a, n)]} if (a, n) in sent else {})}
+                   for a, n, t in rows])  # fmt: skip
     elif not rows:
         other = "" if tenant_of(args) else " (secrets are per tenant: --tenant T lists T's)"
         out.print(f"no secrets for tenant {tenant}{other}")
     else:
         for agent_id, name, _ in rows:
-            out.print(f"{name}  ({'agent ' + agent_id if agent_id else 'tenant ' + tenant})")
+            to = sent.get((agent_id, name), ())
+            where = "" if to == () else (
+                f"; sent only to {', '.join(to)}" if to else "; bound to no host"
+            )  # fmt: skip
+            owner = "agent " + agent_id if agent_id else "tenant " + tenant
+            out.print(f"{name}  ({owner}{escape(where)})")
     return EXIT_COMPLETED
+
+
+def _where_sent(
+    rt: Runtime, tenant: str, rows: list[tuple[str, str, float]]
+) -> dict[tuple[str, str], list[str] | None]:
+    """The hosts each secret may be sent to (None: bound to none), when this process has
+    the vault key to open them; without it, or for one it cannot open, nothing is said."""
+    try:
+        vault = rt.vault()
+    except SecretError:
+        return {}
+    sent: dict[tuple[str, str], list[str] | None] = {}
+    for agent_id, name, _ in rows:
+        with contextlib.suppress(SecretError):
+            found = vault.find(tenant, agent_id, name)
+            if found is not None:
+                sent[(agent_id, name)] = list(found.to) if found.to is not None else None
+    return sent
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
