@@ -14,7 +14,11 @@ moment it runs, and ``finish`` is a claim the runtime checks
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +43,7 @@ from ..models.fake_servers import (
 from ..models.test_providers import CONTEXT, PROVIDERS, make, text_answer, tool_answer
 from ..models.test_real_agent import agent, kinds
 from ..runtime.test_operator_limits import _results, _run
+from .memory import MB, PeakRss
 
 server = model_fixtures.server
 """A fake model service on 127.0.0.1 (tests/models/conftest.py)."""
@@ -229,3 +234,92 @@ def test_a_model_cannot_ask_for_more_time_than_the_operator_allows(
     assert result["output"]["timeout"] == 1.0
     assert "woke" not in result["output"]["stdout"]
     rt.close()
+
+
+# -- answers too long, or too slow, to wait for (issue 26) ---------------------------------------
+
+
+def _flood(total: int) -> Iterator[bytes]:
+    """``total`` bytes of an answer that starts as JSON and never becomes whole."""
+    yield b'{"choices": [{"message": {"content": "'
+    chunk = b"x" * (64 * 1024)
+    for _ in range(total // len(chunk)):
+        yield chunk
+
+
+def _drip(seconds: float, every: float = 1.0) -> Iterator[bytes]:
+    """An answer that sends one byte every ``every`` seconds for ``seconds``."""
+    yield b'{"choices": '
+    ended = time.monotonic() + seconds
+    while time.monotonic() < ended:
+        time.sleep(every)
+        yield b" "
+
+
+@pytest.mark.usefixtures("asking")
+@pytest.mark.parametrize("size", [300 * MB, 1024 * MB], ids=["300-MB", "1-GB-without-an-end"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_answer_too_long_is_refused_while_it_arrives(
+    server: FakeServer, provider: str, size: int
+) -> None:
+    model, _ = make(provider, server.url)
+    server.queue(Reply(200, chunks=_flood(size)))
+    with PeakRss() as memory, pytest.raises(ModelError, match="longer than 16 MiB") as err:
+        model.decide(CONTEXT)
+    assert "refused" in str(err.value) and [a.status for a in err.value.attempts] == [200]
+    assert memory.growth < 100 * MB, f"reading it took {memory.growth // MB} MB"
+
+
+@pytest.mark.usefixtures("asking")
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeout_bounds_the_whole_request_not_each_read(server: FakeServer, provider: str) -> None:
+    # one byte a second never lets a read wait its 2 s; the request still ends at 2 s,
+    # and so does the retry, so the model call ends within 2 x 2 s (and some slack)
+    model, _ = make(provider, server.url, timeout=2, max_retries=1)
+    server.responder = lambda _body: Reply(200, chunks=_drip(15))
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="gave no answer after 2 attempts") as err:
+        model.decide(CONTEXT)
+    took = time.monotonic() - started
+    assert took < 2 * 2 + 3, f"the model call took {took:.1f}s with timeout: 2 and 1 retry"
+    assert [a.error for a in err.value.attempts] == ["timed out", "timed out"]
+
+
+def test_a_flooding_model_stops_the_agent_with_the_reason(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = agent(rt, tmp_path, "openai", server.url)
+    server.queue(Reply(200, chunks=_flood(1024 * MB)))
+    with PeakRss() as memory:
+        state = rt.run(agent_id).state
+    assert state.status == "needs_attention"
+    assert "longer than 16 MiB" in state.status_reason
+    assert memory.growth < 100 * MB, f"the run took {memory.growth // MB} MB"
+    rt.close()
+
+
+@pytest.mark.usefixtures("asking")
+def test_a_service_dripping_its_headers_is_cut_off_at_the_timeout() -> None:
+    # the status line and headers one every second: no read waits, the answer never starts
+    listening = socket.create_server(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+
+    def drip_headers() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listening.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                for n in range(15):
+                    time.sleep(1)
+                    conn.sendall(b"x-wait-%d: 1\r\n" % n)
+
+    threading.Thread(target=drip_headers, daemon=True).start()
+    model, _ = make("openai", f"http://127.0.0.1:{port}/v1", timeout=2, max_retries=0)
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="gave no answer after 1 attempts"):
+        model.decide(CONTEXT)
+    took = time.monotonic() - started
+    listening.close()
+    assert took < 2 + 3, f"the model call took {took:.1f}s with timeout: 2"

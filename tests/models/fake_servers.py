@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,13 +23,16 @@ class _Server(ThreadingHTTPServer):
 
 @dataclass
 class Reply:
-    """One answer: a status, headers, a JSON body (or raw bytes), after a delay."""
+    """One answer: a status, headers, a JSON body (or raw bytes, or chunks), after a delay."""
 
     status: int = 200
     body: Any = None
     raw: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    chunks: Iterable[bytes] | None = None
+    """A body sent piece by piece as the iterable gives them, with no length: it ends
+    when the connection closes (a hostile service's endless or dripping answer)."""
 
 
 @dataclass
@@ -68,6 +71,9 @@ class FakeServer:
                     reply = Reply(500, {"error": {"message": "the fake has no reply queued"}})
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.chunks is not None:
+                    self._send_chunks(reply)
+                    return
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
@@ -79,6 +85,19 @@ class FakeServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _send_chunks(self, reply: Reply) -> None:
+                assert reply.chunks is not None
+                self.close_connection = True
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.end_headers()
+                    for chunk in reply.chunks:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped reading, as it should
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -4,6 +4,11 @@ Both wire formats are JSON over HTTP, spoken with ``httpx`` directly (see
 docs/models.md for why not the providers' SDKs): so every attempt is ours to
 time, retry and journal. :func:`post_json` sends one request and:
 
+* gives each attempt ``timeout`` seconds in all (connecting, sending, the
+  answer's headers and its whole body), not per read: a service that drips its
+  answer is cut off at that time (:mod:`stead.models.bounded`);
+* reads the answer as it arrives, and refuses it once it passes
+  :data:`~stead.models.bounded.MAX_ANSWER_BYTES`, without reading on;
 * retries 429 and 5xx answers, timeouts and refused or dropped connections, up
   to ``max_retries`` times, waiting an exponential backoff with jitter (from
   the activation's seeded random generator) or what ``Retry-After`` asks, never
@@ -15,6 +20,11 @@ time, retry and journal. :func:`post_json` sends one request and:
   start of the service's own words;
 * records every attempt (:class:`Attempt`: status, latency, error), which the
   runtime journals with the decision, or with the failure.
+
+So one model call takes at most ``(max_retries + 1) * timeout`` plus the waits
+between attempts (each at most :data:`MAX_WAIT_SECONDS`): with the defaults
+(120 s, 4 retries) about 14 minutes, after which the agent stops in
+``needs_attention`` and gives its lease back.
 
 Nothing here journals or keeps anything between calls: a model is stateless.
 """
@@ -34,13 +44,13 @@ import httpx
 
 from ..canonical import strict_loads
 from ..errors import ContextTooLong, ModelAuthError, ModelError
+from .bounded import MAX_ANSWER_BYTES, AnswerTooLong, deadline, kept_headers, read_bounded
 
 if TYPE_CHECKING:
     import aiohttp  # imported by the parked worker, which alone asks on an event loop
 
 MAX_WAIT_SECONDS = 60.0
-MAX_ANSWER_BYTES = 16 * 1024 * 1024
-"""A model service's answer larger than this is refused, not parsed."""
+__all__ = ["MAX_ANSWER_BYTES", "Attempt", "Exchange", "apost_json", "post_json"]
 _RETRIED = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 _TOO_LONG = (
     "context_length_exceeded",
@@ -104,7 +114,7 @@ def _too_long(response: httpx.Response) -> bool:
 
 Send = tuple[Literal["send"], None]
 Sleep = tuple[Literal["sleep"], float]
-Sent = httpx.Response | httpx.TransportError
+Sent = httpx.Response | httpx.TransportError | AnswerTooLong
 
 
 def _exchange(
@@ -118,6 +128,14 @@ def _exchange(
         started = time.perf_counter()
         wait: float | None = None
         response = yield ("send", None)
+        if isinstance(response, AnswerTooLong):
+            exchange.attempts.append(Attempt(response.status, _ms(started), "answer too long"))
+            raise ModelError(
+                f"{service} sent an answer longer than {MAX_ANSWER_BYTES // 2**20} MiB; it was "
+                "refused before the rest was read (no model's answer is that long: check that "
+                "the spec's base_url is a model service, then `stead resume` the agent)",
+                attempts=exchange.attempts,
+            )
         if isinstance(response, httpx.TimeoutException):
             exchange.attempts.append(Attempt(None, _ms(started), "timed out"))
         elif isinstance(response, httpx.TransportError):
@@ -171,9 +189,13 @@ def post_json(
     service: str,
     max_retries: int,
     rng: random.Random,
+    timeout: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Exchange:
-    """POST ``body`` as JSON and return the answer's JSON, retrying as described above."""
+    """POST ``body`` as JSON and return the answer's JSON, retrying as described above.
+    Each attempt ends within ``timeout`` seconds in all on a
+    :func:`~stead.models.bounded.bounded_transport`; on another transport (a test's,
+    a replay) the time is checked as the answer's bytes come."""
     payload = json.dumps(body, ensure_ascii=False).encode()
     sending = {**headers, "content-type": "application/json"}
     loop = _exchange(service, max_retries, rng)
@@ -185,12 +207,36 @@ def post_json(
             if what == "sleep":
                 sleep(seconds or 0.0)
                 continue
-            try:
-                answer = client.post(url, headers=sending, content=payload)
-            except httpx.TransportError as exc:
-                answer = exc
+            answer = _send(client, url, sending, payload, timeout)
     except StopIteration as done:
         return cast(Exchange, done.value)
+
+
+def _send(
+    client: httpx.Client,
+    url: str,
+    headers: Mapping[str, str],
+    payload: bytes,
+    timeout: float | None,
+) -> Sent:
+    """One attempt on a thread: its answer read as it arrives, within its bounds."""
+    at = None if timeout is None else time.monotonic() + timeout
+    try:
+        with (
+            deadline(at),
+            client.stream("POST", url, headers=headers, content=payload) as got,
+        ):
+            try:
+                content = read_bounded(got.iter_bytes(), at)
+            except AnswerTooLong:
+                return AnswerTooLong(got.status_code)
+            return httpx.Response(
+                got.status_code, headers=kept_headers(got.headers.multi_items()), content=content
+            )
+    except httpx.TransportError as exc:
+        return exc
+    except httpx.DecodingError as exc:  # a body its content-encoding does not fit
+        return httpx.RemoteProtocolError(f"an answer that cannot be decoded: {exc}")
 
 
 async def apost_json(
@@ -210,7 +256,8 @@ async def apost_json(
     aiohttp, not httpx, because a worker keeps thousands of these in flight on one
     thread, and httpx's asyncio client spends ten times the processor time on each
     (docs/scaling.md); its answer is read into an ``httpx.Response``, bounded, for
-    the one retry loop both share."""
+    the one retry loop both share. aiohttp's ``total`` timeout bounds the whole
+    attempt, its body included."""
     import aiohttp
 
     payload = json.dumps(body, ensure_ascii=False).encode()
@@ -229,10 +276,14 @@ async def apost_json(
                 async with session.post(
                     url, data=payload, headers=sending, timeout=limits, allow_redirects=False
                 ) as got:
-                    content = await _bounded(got.content)
-                    answer = httpx.Response(
-                        got.status, headers=list(got.raw_headers), content=content
-                    )
+                    try:
+                        content = await _bounded(got.content)
+                    except AnswerTooLong:
+                        answer = AnswerTooLong(got.status)
+                    else:
+                        # aiohttp has decoded the body: its content-encoding goes
+                        kept = kept_headers((k, v) for k, v in got.headers.items())
+                        answer = httpx.Response(got.status, headers=kept, content=content)
             except TimeoutError:
                 answer = httpx.ReadTimeout("timed out")
             except aiohttp.ClientError as exc:
@@ -242,12 +293,15 @@ async def apost_json(
 
 
 async def _bounded(stream: aiohttp.StreamReader) -> bytes:
-    """An answer's bytes, stopped one past :data:`MAX_ANSWER_BYTES` (then refused)."""
+    """An answer's bytes as they arrive; :class:`AnswerTooLong` once they pass
+    :data:`MAX_ANSWER_BYTES`, before the rest is read."""
     chunks: list[bytes] = []
     size = 0
-    while size <= MAX_ANSWER_BYTES and (chunk := await stream.readany()):
-        chunks.append(chunk)
+    while chunk := await stream.readany():
         size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise AnswerTooLong(None)
+        chunks.append(chunk)
     return b"".join(chunks)
 
 
@@ -256,8 +310,6 @@ def _ms(started: float) -> float:
 
 
 def _json(response: httpx.Response, service: str) -> Any:
-    if len(response.content) > MAX_ANSWER_BYTES:
-        raise ModelError(f"{service} sent an answer of {len(response.content)} bytes; refused")
     try:
         return strict_loads(response.content)
     except (ValueError, RecursionError):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import aiohttp
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
+from .bounded import bounded_transport
 from .http import Attempt, Exchange, apost_json, post_json
 from .options import ModelOptions
 from .prices import spend_of
@@ -91,12 +92,15 @@ class ProviderModel:
     def _client(self) -> httpx.Client:
         if self._sync_client is None:
             self._sync_client = httpx.Client(
-                timeout=self.timeout(), transport=self._transport, follow_redirects=False
+                timeout=self.timeout(),
+                transport=self._transport or bounded_transport(),
+                follow_redirects=False,
             )
         return self._sync_client
 
     def timeout(self) -> httpx.Timeout:
-        """How long one attempt may take: the spec's timeout, connecting within 10 s."""
+        """How long one read may wait: the spec's timeout, connecting within 10 s
+        (the whole attempt is held to the timeout too, by :func:`post_json`)."""
         return httpx.Timeout(self.options.timeout, connect=min(self.options.timeout, 10.0))
 
     def close(self) -> None:
@@ -161,6 +165,7 @@ class ProviderModel:
             service=f"{self.service} at {self.options.base_url}",
             max_retries=self.options.max_retries,
             rng=self._rng,
+            timeout=self.options.timeout,
             **kwargs,
         )
         try:
@@ -187,6 +192,7 @@ class ProviderModel:
             service=f"{self.service} at {self.options.base_url}",
             max_retries=self.options.max_retries,
             rng=self._rng,
+            timeout=self.options.timeout,
             **kwargs,
         )
         return self._decision(exchange, tools)

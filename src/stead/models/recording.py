@@ -35,10 +35,12 @@ from .. import storefiles
 from ..canonical import strict_loads
 from ..errors import ModelError, SpecError
 from ..redaction import Redactor
+from .bounded import MAX_ANSWER_BYTES, AnswerTooLong, kept_headers, read_bounded
 from .options import ModelOptions, parse_model
 
 FORMAT = "stead-model-recording/1"
 MAX_RECORDING_BYTES = 256 * 1024 * 1024
+TOO_LONG = "(an answer longer than the model's bound, refused and not recorded)"
 
 
 class RecordingTransport(httpx.BaseTransport):
@@ -63,7 +65,15 @@ class RecordingTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = self._inner.handle_request(request)
-        body = response.read()
+        headers = kept_headers(response.headers.multi_items())
+        too_long = False
+        try:  # read as the model reads it: never past its bound
+            body = read_bounded(response.iter_bytes(), None)
+        except AnswerTooLong:
+            too_long = True
+            body = TOO_LONG.encode()
+        finally:
+            response.close()
         try:
             answer: Any = json.loads(body)
         except ValueError:
@@ -77,7 +87,11 @@ class RecordingTransport(httpx.BaseTransport):
         text = json.dumps(self._redactor.value(line), sort_keys=True)
         with self._lock, self._path.open("a", encoding="utf-8") as fh:
             fh.write(text + "\n")
-        return httpx.Response(response.status_code, headers=response.headers, content=body)
+        if too_long:  # the model is shown an answer past its bound, and refuses it
+            return httpx.Response(
+                response.status_code, headers=headers, content=bytes(MAX_ANSWER_BYTES + 1)
+            )
+        return httpx.Response(response.status_code, headers=headers, content=body)
 
     def close(self) -> None:
         self._inner.close()

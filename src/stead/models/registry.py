@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from ..destinations import PROVIDER_HOSTS, Bound, check_destination
 from ..errors import SpecError
 from ..state import State
 from .anthropic import AnthropicModel
 from .base import Model
+from .bounded import bounded_transport
 from .openai import OpenAIModel
 from .options import (
     DEFAULT_BASE_URLS,
@@ -128,7 +127,7 @@ def _built(opts: ModelOptions, vault_key: KeyLookup | None, record: Path | None)
     transport = None
     if record is not None:
         secrets = {opts.api_key_secret: key} if key else {}
-        transport = RecordingTransport(httpx.HTTPTransport(), record, opts, secrets)
+        transport = RecordingTransport(bounded_transport(), record, opts, secrets)
     return _provider(opts)(opts, key, transport=transport)
 
 
