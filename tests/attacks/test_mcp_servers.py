@@ -23,12 +23,16 @@ the workspace.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,7 @@ from ..tools.test_mcp_client import (
     plain,
     sandboxed,
 )
+from .memory import MB, PeakRss
 
 HERE = Path(__file__).resolve().parents[1] / "tools"
 """The folder of the misbehaving server, which its spec mounts."""
@@ -496,3 +501,163 @@ def test_without_its_mount_the_server_cannot_be_read_in_the_sandbox(
     assert (
         "Cannot find module" in message and str(npm_dir / filesystem.ENTRY) in message
     )  # node's stderr
+
+
+# -- a remote server over streamable HTTP: answers too long or too slow (issue 26) --------------
+
+
+class _Remote:
+    """A hostile MCP server over streamable HTTP on 127.0.0.1, answering each
+    JSON-RPC method with plain JSON (not server-sent events), as the protocol
+    allows: ``answers`` maps a method to a function of the request giving the
+    result (sent whole) or the chunks of the answer's body (sent without a
+    length: it ends when the connection closes); any other method is answered
+    as a well server would."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # no stream of the server's own messages
+                self.send_response(405)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            do_DELETE = do_GET
+
+            def do_POST(self) -> None:
+                asked = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if "id" not in asked:  # a notification
+                    self.send_response(202)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                answer = outer.answers.get(asked["method"], _Remote.well)(asked)
+                self.close_connection = True
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    if isinstance(answer, dict):
+                        whole = json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": answer})
+                        self.send_header("content-length", str(len(whole)))
+                        self.end_headers()
+                        self.wfile.write(whole.encode())
+                        return
+                    self.end_headers()
+                    for chunk in answer:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_port}/mcp"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def well(asked: dict[str, Any]) -> dict[str, Any]:
+        if asked["method"] == "initialize":
+            return {
+                "protocolVersion": asked["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hostile", "version": "1"},
+            }
+        return {"tools": []}
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def remote() -> Iterator[Callable[[dict[str, Any]], _Remote]]:
+    made: list[_Remote] = []
+
+    def make(answers: dict[str, Any]) -> _Remote:
+        made.append(_Remote(answers))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def _endless(_asked: object) -> Iterator[bytes]:
+    """A JSON-RPC answer that never ends (1 GiB, then the connection closes)."""
+    yield b'{"jsonrpc": "2.0", "id": 0, "result": {"padding": "'
+    chunk = b"x" * (64 * 1024)
+    for _ in range(1024 * MB // len(chunk)):
+        yield chunk
+
+
+def _dripping(_asked: object) -> Iterator[bytes]:
+    """A JSON-RPC answer that sends one byte a second, for 15 s."""
+    yield b'{"jsonrpc": "2.0", "id": 0, "result": '
+    for _ in range(15):
+        time.sleep(1)
+        yield b" "
+
+
+def test_an_endless_plain_json_answer_to_initialize_is_cut_off(remote: Any) -> None:
+    server = remote({"initialize": _endless})
+    with PeakRss() as memory, pytest.raises(McpServerError) as caught:
+        McpClient.http(server.url, start_timeout=30)
+    assert "sent a message longer than 8 MiB" in str(caught.value), caught.value
+    assert memory.growth < 100 * MB, f"the answer took {memory.growth // MB} MB"
+
+
+def test_an_endless_plain_json_tool_listing_is_cut_off_and_not_used_again(remote: Any) -> None:
+    server = remote({"tools/list": _endless})
+    with McpClient.http(server.url) as client:
+        with PeakRss() as memory, pytest.raises(McpServerError) as caught:
+            client.list_tools(timeout=30)
+        assert "sent a message longer than 8 MiB" in str(caught.value), caught.value
+        assert memory.growth < 100 * MB, f"the answer took {memory.growth // MB} MB"
+        assert not client.alive
+        with pytest.raises(McpServerError, match="is closed"):
+            client.list_tools()
+
+
+@pytest.mark.parametrize("method", ["initialize", "tools/list"])
+def test_a_dripping_remote_server_is_stopped_at_its_time(remote: Any, method: str) -> None:
+    server = remote({method: _dripping})
+    began = time.monotonic()
+    with (
+        pytest.raises(McpServerError, match=r"within 2s"),
+        McpClient.http(server.url, start_timeout=2) as client,
+    ):
+        client.list_tools(timeout=2)
+    took = time.monotonic() - began
+    assert took < 2 + 3, f"the exchange took {took:.1f}s with 2 s allowed"
+
+
+def test_a_tool_listing_too_large_in_all_is_refused(remote: Any) -> None:
+    # each page (3 MiB) is a message within bounds; together they pass the listing's
+    big = {"type": "object", "description": "y" * (3 * MB)}
+    pages = itertools.count()
+
+    def page(_asked: object) -> dict[str, Any]:
+        n = next(pages)
+        return {"tools": [{"name": f"t{n}", "inputSchema": big}], "nextCursor": str(n + 1)}
+
+    server = remote({"tools/list": page})
+    with (
+        McpClient.http(server.url) as client,
+        PeakRss() as memory,
+        pytest.raises(McpServerError, match="listed more than 4 MiB of tools"),
+    ):
+        client.list_tools(timeout=30)
+    assert memory.growth < 100 * MB, f"the listing took {memory.growth // MB} MB"
+
+
+def test_a_tool_whose_schema_is_too_large_is_not_offered() -> None:
+    from stead.tools.mcp.tools import schema_problem
+
+    wide = {"type": "object", "properties": {f"p{n}": {"type": "string"} for n in range(5000)}}
+    assert schema_problem({"name": "wide", "inputSchema": wide}) == (
+        "its inputSchema is larger than 64 KiB"
+    )
+    assert schema_problem({"name": "small", "inputSchema": {"type": "object"}}) is None

@@ -42,18 +42,19 @@ if TYPE_CHECKING:
     from mcp import ClientSession
 
     from ...sandbox.base import Spawned
-    from .transport import Connect, PipeTransport
+    from .transport import Connect, HttpTransport, PipeTransport
 
 T = TypeVar("T")
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
-"""The longest message (a tool's result, say) read from a server."""
+"""The longest message (a tool's result, say) read from a server, on every transport."""
 MAX_NOISE_BYTES = 1024 * 1024
 """How much a server may write on stdout that is not MCP before it is stopped."""
 _MAX_PAGES = 100
 """Pages of a tool listing followed before the server is taken to be looping."""
-_MAX_LISTING_BYTES = 16 * 1024 * 1024
-"""The most a whole tool listing may take, its pages together, as JSON."""
+_MAX_LISTING_BYTES = 4 * 1024 * 1024
+"""The most a whole tool listing may take, its pages together, as JSON: it is
+journaled, and its schemas are sent to the model with every request."""
 _CLOSE_WAIT = 5.0
 _EXIT_WAIT = 1.0
 
@@ -79,6 +80,7 @@ class McpClient:
         self._task: asyncio.Task[None] | None = None
         self._spawned: Spawned | None = None
         self._pipes: PipeTransport | None = None
+        self._http: HttpTransport | None = None
         self._error: BaseException | None = None
         self._ready = threading.Event()
         self._calls = threading.Lock()
@@ -136,9 +138,10 @@ class McpClient:
         sent = dict(headers or {})
 
         def opener(client: McpClient) -> Connect:
-            from .transport import http_connect
+            from .transport import HttpTransport
 
-            return http_connect(url, sent, max_message_bytes=max_message_bytes)
+            client._http = HttpTransport(url, sent, max_message_bytes=max_message_bytes)
+            return client._http.connect
 
         parts = urlsplit(url)  # named without its query, which may hold a token
         client = cls(name or f"{parts.scheme}://{parts.netloc}{parts.path}", opener, remote=True)
@@ -159,6 +162,8 @@ class McpClient:
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
+        if (refused := self._refusal()) is not None:
+            return f"was stopped before it was ready: {refused}"
         cause = _innermost(self._error) if self._error is not None else None
         # the connection closing says nothing; how the process ended does (if
         # it ended by itself: on any other failure, this side killed it)
@@ -276,7 +281,7 @@ class McpClient:
             except McpServerError:
                 raise
             except MCPError as exc:
-                if exc.code != CONNECTION_CLOSED:
+                if exc.code != CONNECTION_CLOSED and self._refusal() is None:
                     raise McpServerError(
                         self._explain(f"refused {what}: {exc.message} (code {exc.code})")
                     ) from exc
@@ -308,8 +313,8 @@ class McpClient:
         stderr to its end, which explains it.
         """
         pipes, spawned = self._pipes, self._spawned
-        if pipes is not None and pipes.failure is not None:
-            return f"was stopped {when}: {pipes.failure}"
+        if (refused := self._refusal()) is not None:
+            return f"was stopped {when}: {refused}"
         if spawned is None:
             return None
         deadline = time.monotonic() + _EXIT_WAIT
@@ -322,6 +327,14 @@ class McpClient:
         if code < 0:
             return f"was killed by signal {-code} {when}"
         return f"exited with code {code} {when}"
+
+    def _refusal(self) -> str | None:
+        """Why this side stopped reading the server (a message too long, noise on
+        stdout), if it did: the server is then not used again."""
+        for transport in (self._pipes, self._http):
+            if transport is not None and transport.failure is not None:
+                return transport.failure
+        return None
 
     # -- its state and its end ----------------------------------------------
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -38,6 +39,8 @@ from ..base import Effect, ReconcileHook, Tool, ToolContext
 from ..registry import import_object
 
 MAX_NAME = 64
+MAX_SCHEMA_CHARS = 64 * 1024
+"""A tool whose input schema, as compact JSON, is longer than this is not offered."""
 LARGE_TEXT = 16 * 1024
 """A text part longer than this is stored whole as a blob; the journal keeps its start."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -85,6 +88,13 @@ def schema_problem(tool: Mapping[str, Any]) -> str | None:
     schema = tool.get("inputSchema")
     if not isinstance(schema, Mapping) or schema.get("type", "object") != "object":
         return "its inputSchema is not a JSON object schema"
+    # offered, a schema goes to the model with every request
+    try:
+        size = len(json.dumps(schema, separators=(",", ":")))
+    except (TypeError, ValueError, RecursionError):
+        return "its inputSchema is not a JSON object schema"
+    if size > MAX_SCHEMA_CHARS:
+        return f"its inputSchema is larger than {MAX_SCHEMA_CHARS // 1024} KiB"
     try:
         Draft202012Validator.check_schema(dict(schema))
     except SchemaError as exc:

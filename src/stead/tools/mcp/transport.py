@@ -10,6 +10,7 @@ pipes of a process it is handed. It also bounds what a server can make the
 worker hold: one message may be at most ``max_message_bytes`` long, and lines
 on stdout that are not MCP messages may add up to ``max_noise_bytes``; past
 either, the server is killed and :attr:`PipeTransport.failure` says why.
+:class:`HttpTransport` holds a remote server's answers to the same bound.
 
 Everything here runs on the client's event loop thread (see
 :mod:`stead.tools.mcp.client`); this module imports the SDK, so only the
@@ -192,26 +193,106 @@ class PipeTransport:
             ended.set()
 
 
-def http_connect(url: str, headers: Mapping[str, str], *, max_message_bytes: int) -> Connect:
-    """How to open a streamable HTTP connection to ``url``, sending ``headers``
-    with every request (the SDK takes headers only on its HTTP client).
-    Redirects are not followed: a token is for the server it was given for."""
+class HttpTransport:
+    """MCP over streamable HTTP, every answer held to ``max_message_bytes``.
+
+    A server may answer a request with server-sent events, whose every event the
+    SDK bounds (``max_sse_event_size``), or with one plain JSON body, which the
+    SDK reads whole before any check. So the HTTP client the SDK is given counts
+    the bytes of each plain body as they arrive and, past the bound, stops
+    reading, records why (:attr:`failure`) and makes the SDK's read fail; the
+    client then ends the connection. Answers are asked for unencoded: a
+    compressed answer would be bounded only before its expansion, so one is
+    refused.
+    """
+
+    def __init__(self, url: str, headers: Mapping[str, str], *, max_message_bytes: int) -> None:
+        self.url = url
+        # the SDK takes headers only on its HTTP client, sent with every request
+        self.headers = {**headers, "accept-encoding": "identity"}
+        self.max_message_bytes = max_message_bytes
+        self.failure: str | None = None
+        """Why this side ended the connection (an answer too long), if it did."""
+
+    def _fail(self, why: str) -> MessageRefused:
+        if self.failure is None:
+            self.failure = why
+        return MessageRefused(why)
 
     @asynccontextmanager
-    async def connect() -> AsyncIterator[Streams]:
+    async def connect(self) -> AsyncIterator[Streams]:
+        """The stream pair a :class:`ClientSession` speaks over. Redirects are
+        not followed: a token is for the server it was given for."""
         timeout = httpx2.Timeout(30.0, read=300.0)
         async with (
             httpx2.AsyncClient(
-                headers=dict(headers), timeout=timeout, follow_redirects=False
+                headers=self.headers,
+                timeout=timeout,
+                follow_redirects=False,
+                transport=_Bounded(self),
             ) as http,
-            streamable_http_client(url, http_client=http, max_sse_event_size=max_message_bytes) as (
-                received,
-                to_send,
-            ),
+            streamable_http_client(
+                self.url, http_client=http, max_sse_event_size=self.max_message_bytes
+            ) as (received, to_send),
         ):
             yield received, to_send
 
-    return connect
+
+class MessageRefused(httpx2.StreamError):
+    """An answer this side stopped reading; the SDK turns it into an error for
+    the request it answered (it catches ``StreamError`` there)."""
+
+
+class _Bounded(httpx2.AsyncBaseTransport):
+    """httpx's transport, each answer's body counted as it arrives."""
+
+    def __init__(self, owner: HttpTransport) -> None:
+        self._owner = owner
+        self._inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            raise self._owner._fail(
+                f"it answered in the {encoding!r} encoding, though asked for none "
+                "(a compressed answer cannot be bounded before it is expanded)"
+            )
+        kind = response.headers.get("content-type", "").lower()
+        if kind.startswith("text/event-stream"):
+            return response  # a stream of events, each one bounded by the SDK
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Counted(response.stream, self._owner),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Counted(httpx2.AsyncByteStream):
+    """A body that fails once it passes the message bound, before the rest is read."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, owner: HttpTransport) -> None:
+        self._inner = inner
+        self._owner = owner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if size > self._owner.max_message_bytes:
+                await self._inner.aclose()
+                limit = _mib(self._owner.max_message_bytes)
+                raise self._owner._fail(f"it sent a message longer than {limit}")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 async def serve(
@@ -222,7 +303,17 @@ async def serve(
     """Hold one session open: initialize it, hand it to ``ready``, wait for
     ``stop``. The SDK's context managers must be entered and left in one task,
     so this is that task; calls run as tasks of their own."""
-    async with connect() as (received, to_send), ClientSession(received, to_send) as session:
+    async with (
+        connect() as (received, to_send),
+        ClientSession(received, to_send) as session,
+        anyio.create_task_group() as tasks,
+    ):
+        # a close() while the server is still answering `initialize` ends it
+        # at once, not after the client's wait for this task to end
+        async def stopped() -> None:
+            await stop.wait()
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(stopped)
         await session.initialize()
         ready(session)
-        await stop.wait()
