@@ -123,7 +123,7 @@ def bounded_transport() -> httpx.HTTPTransport:
     return made
 
 
-class AnswerTooLong(Exception):
+class _TooLong(Exception):
     """An answer passed :data:`MAX_ANSWER_BYTES` while it was read; ``status`` is
     its HTTP status, once known."""
 
@@ -133,7 +133,7 @@ class AnswerTooLong(Exception):
 
 
 def read_bounded(chunks: Iterable[bytes], at: float | None) -> bytes:
-    """The body ``chunks`` give, read until its end; :class:`AnswerTooLong` past
+    """The body ``chunks`` give, read until its end; :class:`_TooLong` past
     :data:`MAX_ANSWER_BYTES`, and ``httpx.ReadTimeout`` once ``at`` has passed
     (for transports not held to the deadline themselves, checked as bytes come)."""
     kept: list[bytes] = []
@@ -141,7 +141,7 @@ def read_bounded(chunks: Iterable[bytes], at: float | None) -> bytes:
     for chunk in chunks:
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:
-            raise AnswerTooLong()
+            raise _TooLong()
         kept.append(chunk)
         if at is not None and time.monotonic() > at:
             raise httpx.ReadTimeout("the request's time is up")

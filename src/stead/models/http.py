@@ -44,13 +44,12 @@ import httpx
 
 from ..canonical import strict_loads
 from ..errors import ContextTooLong, ModelAuthError, ModelError
-from .bounded import MAX_ANSWER_BYTES, AnswerTooLong, deadline, kept_headers, read_bounded
+from .bounded import MAX_ANSWER_BYTES, _TooLong, deadline, kept_headers, read_bounded
 
 if TYPE_CHECKING:
     import aiohttp  # imported by the parked worker, which alone asks on an event loop
 
 MAX_WAIT_SECONDS = 60.0
-__all__ = ["MAX_ANSWER_BYTES", "Attempt", "Exchange", "apost_json", "post_json"]
 _RETRIED = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 _TOO_LONG = (
     "context_length_exceeded",
@@ -114,7 +113,7 @@ def _too_long(response: httpx.Response) -> bool:
 
 Send = tuple[Literal["send"], None]
 Sleep = tuple[Literal["sleep"], float]
-Sent = httpx.Response | httpx.TransportError | AnswerTooLong
+Sent = httpx.Response | httpx.TransportError | _TooLong
 
 
 def _exchange(
@@ -128,7 +127,7 @@ def _exchange(
         started = time.perf_counter()
         wait: float | None = None
         response = yield ("send", None)
-        if isinstance(response, AnswerTooLong):
+        if isinstance(response, _TooLong):
             exchange.attempts.append(Attempt(response.status, _ms(started), "answer too long"))
             raise ModelError(
                 f"{service} sent an answer longer than {MAX_ANSWER_BYTES // 2**20} MiB; it was "
@@ -228,8 +227,8 @@ def _send(
         ):
             try:
                 content = read_bounded(got.iter_bytes(), at)
-            except AnswerTooLong:
-                return AnswerTooLong(got.status_code)
+            except _TooLong:
+                return _TooLong(got.status_code)
             return httpx.Response(
                 got.status_code, headers=kept_headers(got.headers.multi_items()), content=content
             )
@@ -278,8 +277,8 @@ async def apost_json(
                 ) as got:
                     try:
                         content = await _bounded(got.content)
-                    except AnswerTooLong:
-                        answer = AnswerTooLong(got.status)
+                    except _TooLong:
+                        answer = _TooLong(got.status)
                     else:
                         # aiohttp has decoded the body: its content-encoding goes
                         kept = kept_headers((k, v) for k, v in got.headers.items())
@@ -293,14 +292,14 @@ async def apost_json(
 
 
 async def _bounded(stream: aiohttp.StreamReader) -> bytes:
-    """An answer's bytes as they arrive; :class:`AnswerTooLong` once they pass
+    """An answer's bytes as they arrive; :class:`_TooLong` once they pass
     :data:`MAX_ANSWER_BYTES`, before the rest is read."""
     chunks: list[bytes] = []
     size = 0
     while chunk := await stream.readany():
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:
-            raise AnswerTooLong(None)
+            raise _TooLong(None)
         chunks.append(chunk)
     return b"".join(chunks)
 

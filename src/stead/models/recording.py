@@ -35,7 +35,7 @@ from .. import storefiles
 from ..canonical import strict_loads
 from ..errors import ModelError, SpecError
 from ..redaction import Redactor
-from .bounded import MAX_ANSWER_BYTES, AnswerTooLong, kept_headers, read_bounded
+from .bounded import MAX_ANSWER_BYTES, _TooLong, kept_headers, read_bounded
 from .options import ModelOptions, parse_model
 
 FORMAT = "stead-model-recording/1"
@@ -69,7 +69,7 @@ class RecordingTransport(httpx.BaseTransport):
         too_long = False
         try:  # read as the model reads it: never past its bound
             body = read_bounded(response.iter_bytes(), None)
-        except AnswerTooLong:
+        except _TooLong:
             too_long = True
             body = TOO_LONG.encode()
         finally:

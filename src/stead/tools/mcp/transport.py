@@ -214,10 +214,10 @@ class HttpTransport:
         self.failure: str | None = None
         """Why this side ended the connection (an answer too long), if it did."""
 
-    def _fail(self, why: str) -> MessageRefused:
+    def _fail(self, why: str) -> _MessageRefused:
         if self.failure is None:
             self.failure = why
-        return MessageRefused(why)
+        return _MessageRefused(why)
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Streams]:
@@ -238,7 +238,7 @@ class HttpTransport:
             yield received, to_send
 
 
-class MessageRefused(httpx2.StreamError):
+class _MessageRefused(httpx2.StreamError):
     """An answer this side stopped reading; the SDK turns it into an error for
     the request it answered (it catches ``StreamError`` there)."""
 
