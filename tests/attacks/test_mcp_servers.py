@@ -512,9 +512,10 @@ class _Remote:
     allows: ``answers`` maps a method to a function of the request giving the
     result (sent whole) or the chunks of the answer's body (sent without a
     length: it ends when the connection closes); any other method is answered
-    as a well server would."""
+    as a well server would. The methods in ``events`` are answered as a stream
+    of server-sent events instead."""
 
-    def __init__(self, answers: dict[str, Any]) -> None:
+    def __init__(self, answers: dict[str, Any], events: frozenset[str] = frozenset()) -> None:
         self.answers = answers
         outer = self
 
@@ -540,7 +541,10 @@ class _Remote:
                 self.close_connection = True
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.send_response(200)
-                    self.send_header("content-type", "application/json")
+                    plain = asked["method"] not in events
+                    self.send_header(
+                        "content-type", "application/json" if plain else "text/event-stream"
+                    )
                     if isinstance(answer, dict):
                         whole = json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": answer})
                         self.send_header("content-length", str(len(whole)))
@@ -576,8 +580,8 @@ class _Remote:
 def remote() -> Iterator[Callable[[dict[str, Any]], _Remote]]:
     made: list[_Remote] = []
 
-    def make(answers: dict[str, Any]) -> _Remote:
-        made.append(_Remote(answers))
+    def make(answers: dict[str, Any], events: frozenset[str] = frozenset()) -> _Remote:
+        made.append(_Remote(answers, events))
         return made[-1]
 
     yield make
@@ -619,6 +623,20 @@ def test_an_endless_plain_json_tool_listing_is_cut_off_and_not_used_again(remote
         assert not client.alive
         with pytest.raises(McpServerError, match="is closed"):
             client.list_tools()
+
+
+def test_an_endless_server_sent_event_is_cut_off(remote: Any) -> None:
+    def endless_event(_asked: object) -> Iterator[bytes]:
+        yield b"event: message\ndata: "
+        yield from itertools.islice(_endless(None), 1, None)
+
+    server = remote({"tools/list": endless_event}, frozenset({"tools/list"}))
+    with McpClient.http(server.url) as client:
+        with PeakRss() as memory, pytest.raises(McpServerError) as caught:
+            client.list_tools(timeout=30)
+        assert "sent a message longer than 8 MiB" in str(caught.value), caught.value
+        assert not client.alive
+        assert memory.growth < 100 * MB, f"the event took {memory.growth // MB} MB"
 
 
 @pytest.mark.parametrize("method", ["initialize", "tools/list"])

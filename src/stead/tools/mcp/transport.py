@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -196,12 +197,13 @@ class PipeTransport:
 class HttpTransport:
     """MCP over streamable HTTP, every answer held to ``max_message_bytes``.
 
-    A server may answer a request with server-sent events, whose every event the
-    SDK bounds (``max_sse_event_size``), or with one plain JSON body, which the
-    SDK reads whole before any check. So the HTTP client the SDK is given counts
-    the bytes of each plain body as they arrive and, past the bound, stops
-    reading, records why (:attr:`failure`) and makes the SDK's read fail; the
-    client then ends the connection. Answers are asked for unencoded: a
+    A server may answer a request with one plain JSON body, which the SDK reads
+    whole before any check, or with server-sent events, each of which the SDK
+    bounds (``max_sse_event_size``) but then takes for a closed connection. So
+    the HTTP client the SDK is given counts the bytes of each plain body, and of
+    each event, as they arrive and, past the bound, stops reading, records why
+    (:attr:`failure`) and makes the SDK's read fail; the client then ends the
+    connection and says why. Answers are asked for unencoded: a
     compressed answer would be bounded only before its expansion, so one is
     refused.
     """
@@ -243,6 +245,17 @@ class _MessageRefused(httpx2.StreamError):
     the request it answered (it catches ``StreamError`` there)."""
 
 
+class _Quiet(logging.Filter):
+    """Drops the SDK's traceback for an answer this side refused: the client's
+    error says what happened, and `stead mcp ls` is not to print a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], _MessageRefused))
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_Quiet())
+
+
 class _Bounded(httpx2.AsyncBaseTransport):
     """httpx's transport, each answer's body counted as it arrives."""
 
@@ -259,14 +272,12 @@ class _Bounded(httpx2.AsyncBaseTransport):
                 f"it answered in the {encoding!r} encoding, though asked for none "
                 "(a compressed answer cannot be bounded before it is expanded)"
             )
-        kind = response.headers.get("content-type", "").lower()
-        if kind.startswith("text/event-stream"):
-            return response  # a stream of events, each one bounded by the SDK
+        events = response.headers.get("content-type", "").lower().startswith("text/event-stream")
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
-            stream=_Counted(response.stream, self._owner),
+            stream=_Counted(response.stream, self._owner, events=events),
             extensions=response.extensions,
         )
 
@@ -274,17 +285,32 @@ class _Bounded(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-class _Counted(httpx2.AsyncByteStream):
-    """A body that fails once it passes the message bound, before the rest is read."""
+_EVENT_ENDS = (b"\r\n\r\n", b"\n\n", b"\r\r")
+"""The blank lines that end a server-sent event."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, owner: HttpTransport) -> None:
+
+class _Counted(httpx2.AsyncByteStream):
+    """A body that fails once it (or, in a stream of events, the event arriving)
+    passes the message bound, before the rest is read."""
+
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, owner: HttpTransport, *, events: bool
+    ) -> None:
         self._inner = inner
         self._owner = owner
+        self._events = events
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         size = 0
+        tail = b""  # the end of the last chunk, for a blank line split between two
         async for chunk in self._inner:
             size += len(chunk)
+            if self._events:
+                seen = tail + chunk
+                ends = [at + len(end) for end in _EVENT_ENDS if (at := seen.rfind(end)) >= 0]
+                if ends:  # what arrived after the last event's end is the next one's
+                    size = len(seen) - max(ends)
+                tail = seen[-3:]
             if size > self._owner.max_message_bytes:
                 await self._inner.aclose()
                 limit = _mib(self._owner.max_message_bytes)
