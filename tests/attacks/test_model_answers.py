@@ -300,8 +300,12 @@ def test_a_flooding_model_stops_the_agent_with_the_reason(
 
 
 @pytest.mark.usefixtures("asking")
-def test_a_service_dripping_its_headers_is_cut_off_at_the_timeout() -> None:
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "through-a-proxy"])
+def test_a_service_dripping_its_headers_is_cut_off_at_the_timeout(
+    monkeypatch: pytest.MonkeyPatch, proxied: bool
+) -> None:
     # the status line and headers one every second: no read waits, the answer never starts
+    # (or the proxy the environment names answers so: its connections are held too)
     listening = socket.create_server(("127.0.0.1", 0))
     port = listening.getsockname()[1]
 
@@ -316,10 +320,17 @@ def test_a_service_dripping_its_headers_is_cut_off_at_the_timeout() -> None:
                     conn.sendall(b"x-wait-%d: 1\r\n" % n)
 
     threading.Thread(target=drip_headers, daemon=True).start()
-    model, _ = make("openai", f"http://127.0.0.1:{port}/v1", timeout=2, max_retries=0)
+    url = f"http://127.0.0.1:{port}/v1"
+    if proxied:
+        monkeypatch.setenv("HTTP_PROXY", url.removesuffix("/v1"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        url = "http://model.invalid/v1"
+    model, _ = make("openai", url, timeout=2, max_retries=0)
     started = time.monotonic()
-    with pytest.raises(ModelError, match="gave no answer after 1 attempts"):
+    with pytest.raises(ModelError, match="gave no answer after 1 attempts") as err:
         model.decide(CONTEXT)
     took = time.monotonic() - started
     listening.close()
+    assert [a.error for a in err.value.attempts] == ["timed out"]
     assert took < 2 + 3, f"the model call took {took:.1f}s with timeout: 2"

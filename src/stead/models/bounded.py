@@ -114,13 +114,31 @@ class _Backend(httpcore.NetworkBackend):
 
 def bounded_transport() -> httpx.HTTPTransport:
     """httpx's own transport (certificates checked, HTTP/1.1), its connections held
-    to the deadline of :func:`deadline`. httpx takes no network backend, so it is
-    put into the transport's connection pool."""
+    to the deadline of :func:`deadline`."""
     made = httpx.HTTPTransport()
-    pool = made._pool
-    if isinstance(pool, httpcore.ConnectionPool):
-        pool._network_backend = _Backend(pool._network_backend)
+    _hold(made)
     return made
+
+
+def bounded_client(timeout: httpx.Timeout) -> httpx.Client:
+    """A client whose connections are held to the deadline of :func:`deadline`,
+    the proxies it takes from the environment (``HTTPS_PROXY``...) included."""
+    # no transport given, else httpx would not take proxies from the environment
+    client = httpx.Client(timeout=timeout, follow_redirects=False)
+    for transport in (client._transport, *client._mounts.values()):
+        _hold(transport)
+    return client
+
+
+def _hold(transport: httpx.BaseTransport | None) -> None:
+    """Hold ``transport``'s connections to the deadline: httpx takes no network
+    backend, so it is put into the transport's connection pool (a proxy's too)."""
+    if isinstance(transport, httpx.HTTPTransport):
+        pool = transport._pool
+        if isinstance(pool, httpcore.ConnectionPool) and not isinstance(
+            pool._network_backend, _Backend
+        ):
+            pool._network_backend = _Backend(pool._network_backend)
 
 
 class _TooLong(Exception):

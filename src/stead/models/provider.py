@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import aiohttp
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
-from .bounded import bounded_transport
+from .bounded import bounded_client
 from .http import Attempt, Exchange, apost_json, post_json
 from .options import ModelOptions
 from .prices import spend_of
@@ -91,11 +91,12 @@ class ProviderModel:
     @property
     def _client(self) -> httpx.Client:
         if self._sync_client is None:
-            self._sync_client = httpx.Client(
-                timeout=self.timeout(),
-                transport=self._transport or bounded_transport(),
-                follow_redirects=False,
-            )
+            if self._transport is None:
+                self._sync_client = bounded_client(self.timeout())
+            else:  # a test's, a recording's or a replay's
+                self._sync_client = httpx.Client(
+                    timeout=self.timeout(), transport=self._transport, follow_redirects=False
+                )
         return self._sync_client
 
     def timeout(self) -> httpx.Timeout:
