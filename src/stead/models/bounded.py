@@ -7,12 +7,13 @@ request more than its ``timeout``:
 * :func:`read_bounded` reads an answer's body as it arrives, counting, and
   stops one chunk past the limit (the answer is then refused whole, never
   parsed), or at the request's deadline;
-* :func:`bounded_transport` is the threaded client's transport: every read,
-  write and handshake on its connections waits at most until the deadline of
-  the request this thread is sending (:func:`deadline`), so a service that
-  drips its status line or headers is cut off at the deadline too, not only
-  one that drips its body. httpx offers no deadline per request (its timeouts
-  are per read), hence this wrapper of httpcore's own network backend.
+* :func:`bounded_client` is the threaded client: every read, write and
+  handshake on its connections (a proxy's from the environment included)
+  waits at most until the deadline of the request this thread is sending
+  (:func:`deadline`), so a service that drips its status line or headers is
+  cut off at the deadline too, not only one that drips its body. httpx offers
+  no deadline per request (its timeouts are per read), hence this wrapper of
+  httpcore's own network backend.
 
 The event-loop client (aiohttp) has a total timeout of its own per request and
 reads its body through :func:`stead.models.http.apost_json`'s counted loop.

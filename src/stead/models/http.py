@@ -192,9 +192,9 @@ def post_json(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Exchange:
     """POST ``body`` as JSON and return the answer's JSON, retrying as described above.
-    Each attempt ends within ``timeout`` seconds in all on a
-    :func:`~stead.models.bounded.bounded_transport`; on another transport (a test's,
-    a replay) the time is checked as the answer's bytes come."""
+    Each attempt ends within ``timeout`` seconds in all on a client from
+    :func:`~stead.models.bounded.bounded_client`; on another transport (a test's, a
+    replay) the time is checked as the answer's bytes come."""
     payload = json.dumps(body, ensure_ascii=False).encode()
     sending = {**headers, "content-type": "application/json"}
     loop = _exchange(service, max_retries, rng)
