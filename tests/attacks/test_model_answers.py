@@ -334,3 +334,41 @@ def test_a_service_dripping_its_headers_is_cut_off_at_the_timeout(
     listening.close()
     assert [a.error for a in err.value.attempts] == ["timed out"]
     assert took < 2 + 3, f"the model call took {took:.1f}s with timeout: 2"
+
+
+def test_an_endless_answer_leaves_the_servers_memory_where_it_was(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """Against a real ``stead serve``: an agent made over HTTP whose model answers
+    1 GB without end costs the server's process less than 100 MB at its peak."""
+    import httpx
+
+    from ..server.process import stead_serve
+
+    server.queue(Reply(200, chunks=_flood(1024 * MB)))
+    with stead_serve(f"sqlite:///{tmp_path / 'stead.db'}") as live:
+        admin, _ = live.token(role="admin")
+        operator, _ = live.token(role="operator")
+
+        def call(token: str, method: str, path: str, **kw: object) -> httpx.Response:
+            auth = {"authorization": f"Bearer {token}"}
+            return httpx.request(method, live.base + path, headers=auth, timeout=30, **kw)  # type: ignore[arg-type]
+
+        policy = f'@model_base_url("{server.url}")\npermit(principal, action, resource);\n'
+        assert call(admin, "PUT", "/v1/policy", json={"text": policy}).status_code == 200
+        model = {"provider": "openai", "name": "m", "base_url": server.url}
+        made = call(operator, "POST", "/v1/agents", json={"spec": {"name": "x", "model": model}})
+        assert made.status_code == 201, made.text
+        agent_id = made.json()["agent_id"]
+        before = live.rss("VmHWM")
+        assert call(operator, "POST", f"/v1/agents/{agent_id}/run").status_code == 202
+        deadline = time.monotonic() + 120
+        while True:
+            state = call(operator, "GET", f"/v1/agents/{agent_id}").json()["state"]
+            if state["status"] == "needs_attention":
+                break
+            assert time.monotonic() < deadline, state["status"]
+            time.sleep(0.2)
+        grew = live.rss("VmHWM") - before
+    assert "longer than 16 MiB" in state["status_reason"]
+    assert grew < 100 * MB, f"the server's peak grew by {grew // MB} MB"
