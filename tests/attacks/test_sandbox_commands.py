@@ -12,6 +12,7 @@ command, so ``exit 7`` was journaled as exit 0.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import time
@@ -173,3 +174,91 @@ def test_tmp_and_shm_are_bounded_and_dev_is_read_only(
             status, size = line.split()
             assert status != "0" and int(size) <= TMPFS_BYTES, (runner, r)
         assert dev != "0", (runner, r)
+
+
+def test_no_command_writes_the_hosts_kernel_settings(
+    session: SandboxSession, bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    """A worker running as root maps the sandbox's root to the host's, and the
+    kernel lets that uid write ``/proc/sys`` with no capability: one command set
+    a host-wide setting (and ``core_pattern`` runs a program as root)."""
+    setting = Path("/proc/sys/kernel/printk_ratelimit")
+    before = setting.read_text()
+    write = (
+        f"echo 7 > {setting} 2>/dev/null; echo $?; "
+        "echo h > /proc/sysrq-trigger 2>/dev/null; echo $?"
+    )
+    try:
+        for runner in (session, bwrap):
+            r = runner.run(["/bin/sh", "-c", write], workspace, env=ENV, limits=LIMITS)
+            assert "0" not in r.stdout.split(), (runner, r)
+            assert setting.read_text() == before
+    finally:
+        if setting.read_text() != before and os.geteuid() == 0:
+            setting.write_text(before)
+
+
+def test_no_command_makes_a_user_namespace_of_its_own(
+    session: SandboxSession, bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    """Inside a new user namespace a command holds every capability again, and
+    with them the kernel's netfilter and mount code: none may be made."""
+    probe = (
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+        "print('made' if libc.unshare(0x10000000) == 0 else 'refused')"
+    )
+    for runner in (session, bwrap):
+        r = runner.run(["/usr/bin/python3", "-c", probe], workspace, env=ENV, limits=LIMITS)
+        assert r.stdout.split() == ["refused"], (runner, r)
+
+
+def test_no_signal_from_a_command_ends_the_loop(session: SandboxSession, workspace: Path) -> None:
+    """The loop is init, which the kernel shields only from signals it does not
+    catch: a shell catches SIGINT, so it must ignore it (and commands get it back)."""
+    assert session.run(["/bin/true"], workspace, env=ENV, limits=LIMITS).exit_code == 0
+    helper = session.pid
+    for sig in ("INT", "QUIT", "TERM", "HUP", "USR1", "USR2", "ALRM", "CHLD", "PIPE"):
+        r = session.run(
+            ["/bin/sh", "-c", f"kill -{sig} 1; echo after"], workspace, env=ENV, limits=LIMITS
+        )
+        assert (r.exit_code, r.stdout) == (0, "after\n"), (sig, r)
+    assert session.pid == helper
+    # a command still gets SIGINT's default: it ends there
+    r = session.run(
+        ["/bin/sh", "-c", "kill -INT $$; echo survived"], workspace, env=ENV, limits=LIMITS
+    )
+    assert "survived" not in r.stdout, r
+
+
+def test_a_command_leaves_no_set_uid_file_in_the_workspace(
+    bwrap: BwrapSandbox, tmp_path: Path
+) -> None:
+    """A worker run as root makes a command's files the host's root's: a set-uid
+    copy of a program left in the workspace would make root of anyone who can
+    reach it. The scan after the call clears the bits."""
+    import stat
+
+    import yaml
+
+    from stead.runtime.runtime import Runtime
+    from stead.spec import parse_spec
+    from stead.store.sqlite import SqliteStore
+
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    make = "cp /usr/bin/id suid && chmod 6755 suid && mkdir -p d && cp -p suid d/again"
+    script = [{"tool": "shell", "args": {"command": make}}, {"finish": "done"}]
+    (folder / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
+    spec = parse_spec({"name": "suid", "model": "scripted:script.yaml", "tools": ["shell"]}, folder)
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        rt = Runtime(store, tmp_path / "data", sandbox=bwrap)
+        agent = rt.create(spec).agent_id
+        ws = rt.workspace(agent, "default").root
+        state = rt.run(agent).state
+        assert state.status == "completed", state.recent_calls
+        for name in ("suid", "d/again"):
+            mode = (ws / name).stat().st_mode
+            assert stat.S_ISREG(mode) and not mode & (stat.S_ISUID | stat.S_ISGID), oct(mode)
+    finally:
+        store.close()

@@ -80,12 +80,14 @@ def _init_script(env: Mapping[str, str]) -> str:
     The shell sets ``PWD`` (which would name no host folder, but is not the
     caller's) unless the caller set it: the child gets exactly ``env``."""
     keep = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PWD", "OLDPWD") if k in env)
-    line = "unset PWD OLDPWD; "
+    # an init is shielded only from signals it does not catch; the command gets
+    # the defaults back
+    line = "trap '' INT QUIT TERM HUP; unset PWD OLDPWD; "
     if keep:
         line += f"export {keep}; "
     # a shell gives a command it starts in the background /dev/null for stdin
     # before any redirection of its own, so stdin is handed over on fd 3
-    return line + 'exec 3<&0; "$@" 0<&3 3<&- & exec 3<&-; wait $!'
+    return line + 'exec 3<&0; (trap - INT QUIT TERM HUP; exec "$@" 0<&3 3<&-) & exec 3<&-; wait $!'
 
 
 def find_bwrap() -> str | None:
@@ -197,11 +199,15 @@ class BwrapSandbox:
             "--die-with-parent",
             "--new-session",
             "--unshare-all",
+            "--unshare-user",  # explicit (not only tried), as --disable-userns needs
             # no capabilities inside: nothing a command does can mount, rename
             # the host or reach the network in a way that outlives it, and pid
             # 1's program stays unreadable (so non-dumpable) to everything
             "--cap-drop",
             "ALL",
+            # a user namespace of its own would give a command every capability
+            # again, and with them netfilter, mounts and more of the kernel
+            "--disable-userns",
             "--hostname",
             "stead",
             "--ro-bind",
@@ -221,7 +227,11 @@ class BwrapSandbox:
                 args += ["--ro-bind", d, d]
         for f in _ETC_FILES + (_NET_FILES if network else ()):
             args += ["--ro-bind-try", f, f]
-        args += ["--proc", "/proc", "--dev", "/dev"]
+        # as root, the sandbox's uid is the host's, which the kernel lets write
+        # /proc/sys with no capability (bubblewrap leaves it writable then)
+        args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+        args += ["--dev", "/dev"]
         # /tmp and /dev/shm are host memory: sized, and /dev read-only around them
         for tmp in ("/tmp", "/dev/shm"):
             args += ["--size", str(TMPFS_BYTES), "--tmpfs", tmp]

@@ -81,9 +81,11 @@ clean() {
   done
   return 0
 }
+trap '' INT QUIT TERM HUP
 echo ready >&0
 while read -r n t v u f c; do
   (
+    trap - INT QUIT TERM HUP
     cd /workspace || exit 126
     [ "$t" = - ] || ulimit -t "$t" || exit 126
     [ "$v" = - ] || ulimit -v "$v" || exit 126

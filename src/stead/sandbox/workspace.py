@@ -68,6 +68,11 @@ class Quota:
     max_files: int | None = None
 
 
+_SET_ID = stat.S_ISUID | stat.S_ISGID
+"""Mode bits no workspace file keeps: the scan clears them (modes are no part of
+a manifest, and a restore never writes them)."""
+
+
 class Workspace:
     """An agent's folder, its manifest, and the blobs behind it."""
 
@@ -193,6 +198,10 @@ class Workspace:
             st = os.fstat(fd)
             if not _is_regular(st.st_mode):
                 return None
+            if st.st_mode & _SET_ID:
+                # a worker run as root makes a command's files root's: one it made
+                # set-uid would make anyone who can reach the workspace root
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_SET_ID)
             key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             # a file still growing is read no further than the quota allows
             data = fh.read() if quota is None else fh.read(quota.max_bytes - size + 1)
