@@ -411,3 +411,28 @@ def test_a_secret_bound_to_a_host_goes_there_and_only_there(served: Served) -> N
         agent_id = got.json()["agent_id"]
         run_until(served, agent_id, {"completed", "failed", "needs_attention", "waiting"})
         assert fake.seen and fake.seen[0].headers["authorization"] == f"Bearer {token}"
+
+
+def test_only_an_admin_forks_an_agent_with_its_grants(served: Served) -> None:
+    """Keeping an agent's grants gives its fork authority, as importing an archive
+    with its grants does: a network grant, which only an admin may give, must not
+    reach a second agent through an operator's fork."""
+    spec = {"name": "n", "model": {"provider": "openai", "name": "m"}, "tools": ["shell"],
+            "scope": [{"tool": "shell"}, {"tool": "network"}]}  # fmt: skip
+    made = served.call("POST", "/v1/agents", "acme", "admin", json={"spec": spec})
+    assert made.status_code == 201, made.text
+    agent_id = made.json()["agent_id"]
+    fork = f"/v1/agents/{agent_id}/fork"
+    for role in ("operator", "approver"):
+        refused = served.call("POST", fork, "acme", role, json={"with_grants": True})
+        assert refused.status_code == 409 and "admin" in refused.text, refused.text
+    assert served.call("POST", fork, "acme", "operator", json={}).status_code < 300
+    assert served.call("POST", fork, "acme", "admin", json={"with_grants": True}).status_code < 300
+
+
+def test_deeply_nested_json_is_refused_not_a_server_error(served: Served) -> None:
+    body = "[" * 100_000 + "]" * 100_000
+    headers = {**served.as_("acme", "operator"), "content-type": "application/json"}
+    got = served.client.request("POST", "/v1/agents", headers=headers, content=body)
+    assert got.status_code == 400, got.text
+    assert "nested" in got.json()["error"]["message"]

@@ -46,7 +46,11 @@ def restore(call: Call) -> Any:
 
 
 def fork(call: Call) -> Any:
+    """A new agent from one of the tenant's; ``with_grants`` keeps the source's grants
+    (delegated), which, as on import, only an admin may ask for."""
     b = call.body
+    if b.get("with_grants") and call.token.role != "admin":
+        raise GovernanceError("forking an agent with its grants needs an admin token")
     state = call.rt.fork(call.params["agent_id"], at_version=b.get("at_version"),
                          with_grants=bool(b.get("with_grants")), name=b.get("name"))  # fmt: skip
     return brief(state)

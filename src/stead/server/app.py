@@ -333,6 +333,8 @@ def _parsed(endpoint: Endpoint, raw: bytes) -> Any:
         jsonschema.validate(body, endpoint.body or {})
     except ValueError as exc:
         return problem("bad_request", f"the body is not JSON: {exc}")
+    except RecursionError:
+        return problem("bad_request", "the body is JSON nested too deeply to read; flatten it")
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the body"
         return problem("bad_request", f"{where}: {exc.message}")
