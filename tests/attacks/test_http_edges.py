@@ -18,29 +18,21 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from stead.cli.main import main
 from stead.clock import SystemClock
 from stead.server.auth import Attempts
 
-from ..server.conftest import write_spec
+from ..server import process
 from ..server.process import Serving, stead_serve
 
 WRONG = "stead.tok_01M8YPHBWGKWYK92E81BHMSGNQ." + "A" * 43
 
 
-@pytest.fixture
-def serving(tmp_path: Path) -> Iterator[Serving]:
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    write_spec(specs, "waiter", [{"wait_for_input": "go?"}, {"finish": "ok"}])
-    with stead_serve(f"sqlite:///{tmp_path / 'stead.db'}", "--specs", str(specs)) as s:
-        yield s
+serving = process.serving
 
 
 def _bearer(token: str) -> dict[str, str]:

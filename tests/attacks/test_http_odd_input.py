@@ -24,17 +24,11 @@ from stead.server import endpoints
 from stead.summaries import shown
 
 from ..postgres import connect, fresh_schema, url_for
+from ..server import process
 from ..server.conftest import write_spec
 from ..server.process import SOURCE, Serving, stead_serve
 
-
-@pytest.fixture
-def serving(tmp_path: Path) -> Iterator[Serving]:
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    write_spec(specs, "waiter", [{"wait_for_input": "go?"}, {"finish": "ok"}])
-    with stead_serve(f"sqlite:///{tmp_path / 'stead.db'}", "--specs", str(specs)) as s:
-        yield s
+serving = process.serving
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

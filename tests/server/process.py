@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 import httpx
+import pytest
 
 import stead
 from stead.cli.main import main
@@ -110,3 +111,16 @@ def _wait_for(base: str, proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> No
                 said = stderr.read().decode()
                 raise AssertionError(f"stead serve did not start: {said}") from None
             time.sleep(0.1)
+
+
+@pytest.fixture
+def serving(tmp_path: Path) -> Iterator[Serving]:
+    """A real server over a fresh SQLite store, with a spec folder holding ``waiter``
+    (an agent that waits for input, then finishes)."""
+    from .conftest import write_spec
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    write_spec(specs, "waiter", [{"wait_for_input": "go?"}, {"finish": "ok"}])
+    with stead_serve(f"sqlite:///{tmp_path / 'stead.db'}", "--specs", str(specs)) as s:
+        yield s
