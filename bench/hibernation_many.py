@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from stead import Runtime, ScriptedModel, parse_spec
-from stead.runtime.worker import Worker
+from stead.workers.threaded import Worker
 from stead.snapshots.hibernation import hibernate
 from stead.store.sqlite import SqliteStore
 

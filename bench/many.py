@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stead import Runtime
-from stead.runtime.worker import Worker
+from stead.workers.threaded import Worker
 
 from . import workload
 
@@ -66,7 +66,7 @@ def sequential(workdir: Path, agents: int, steps: int) -> dict[str, Any]:
 def worker(
     workdir: Path, agents: int, steps: int, concurrency: int = 64, url: str | None = None
 ) -> dict[str, Any]:
-    """``agents`` agents run by one :class:`~stead.runtime.worker.Worker` with group commit,
+    """``agents`` agents run by one :class:`~stead.workers.threaded.Worker` with group commit,
     on SQLite or on the store ``url``."""
     rt = Runtime(url or f"sqlite:///{workdir / 'many.db'}", data_dir=workdir / "data")
     try:

@@ -33,11 +33,11 @@ from stead import Kind, Runtime, parse_spec
 from stead.integrity.audit import audit
 from stead.integrity.clearing import cleared
 from stead.integrity.workhead import STORE_BEHIND, WorkHead, read, record_path
-from stead.runtime.worker import Worker
 from stead.store.sqlite import SqliteStore
 from stead.tools.base import ToolContext, as_tool, tool
 from stead.tools.builtin import BUILTINS
 from stead.workers.parked import ParkedWorker
+from stead.workers.threaded import Worker
 from tests.chaos.cli_helpers import EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, Cli, write_spec
 
 KEY = bytes(range(32))  # the vault key: every agent here has a signed anchor

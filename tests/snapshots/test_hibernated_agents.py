@@ -19,9 +19,9 @@ from stead import FakeClock, Kind, Runtime
 from stead.cli.common import describe_stop
 from stead.errors import UsageError
 from stead.journal import NewEvent
-from stead.runtime.worker import Worker
 from stead.snapshots.hibernation import hibernate, restore, wake
 from stead.store.sqlite import SqliteStore
+from stead.workers.threaded import Worker
 
 from ..governance.agents import TOOLS as GOVERNED_TOOLS
 from ..governance.agents import VAULT_KEY

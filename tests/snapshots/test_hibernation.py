@@ -8,10 +8,10 @@ import pytest
 
 from stead import FakeClock, Kind, Runtime
 from stead.errors import ArchiveError, SnapshotConsumed, UsageError
-from stead.runtime.worker import Worker
 from stead.snapshots.hibernation import hibernate, restore, wake
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
+from stead.workers.threaded import Worker
 
 from ..runtime.conftest import make_agent
 

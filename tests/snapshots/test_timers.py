@@ -26,11 +26,11 @@ from stead.errors import ScriptError
 from stead.integrity.audit import audit
 from stead.models.base import parse_action
 from stead.models.scripted import ScriptedModel
-from stead.runtime.worker import Worker
 from stead.snapshots.hibernation import hibernate
 from stead.state import State
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
+from stead.workers.threaded import Worker
 
 from ..chaos.cli_helpers import Cli, write_spec
 from ..runtime.conftest import make_agent

@@ -17,8 +17,8 @@ import yaml
 from tests.postgres import fresh_schema, url_for
 
 from stead import FakeClock, Runtime, parse_spec
-from stead.runtime.worker import Worker
 from stead.store.postgres import PostgresStore
+from stead.workers.threaded import Worker
 
 AGENTS = 24
 

@@ -19,10 +19,10 @@ import pytest
 from stead import Kind, Runtime, SystemClock, parse_spec
 from stead.cli.main import main
 from stead.integrity.audit import audit
-from stead.runtime.worker import Worker
 from stead.workers.parked import ParkedWorker
+from stead.workers.threaded import Worker
 from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_call
-from tests.runtime.test_worker import make_agents, store_of
+from tests.workers.test_threaded import make_agents, store_of
 
 KEY = "sk-live-parked-0001"
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import StoreUnusable
 from ..runtime.runtime import Runtime
-from ..runtime.worker import Worker, WorkerReport
+from ..workers.threaded import Worker, WorkerReport
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,

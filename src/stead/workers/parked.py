@@ -1,6 +1,6 @@
 """A worker that keeps thousands of agents in flight: each parked while its model thinks.
 
-The threaded worker (:class:`~stead.runtime.worker.Worker`) gives every agent it
+The threaded worker (:class:`~stead.workers.threaded.Worker`) gives every agent it
 runs a thread for the whole activation, and another for its lease's heartbeat;
 an agent whose model takes a second to answer holds both for that second, so
 the agents in flight are bounded by the threads a process can keep. Here an
@@ -36,9 +36,9 @@ from ..runtime.activation import Outcome
 from ..runtime.heartbeat import Heartbeats
 from ..runtime.runtime import Runtime
 from ..runtime.steps import Ask, Machine, answered
-from ..runtime.worker import Worker, WorkerReport
 from ..store.base import Lease
 from ..store.groupcommit import GroupCommitter
+from .threaded import Worker, WorkerReport
 
 if TYPE_CHECKING:
     import aiohttp
@@ -51,7 +51,7 @@ Ended = tuple[str, Outcome | None, BaseException | None]
 
 class ParkedWorker(Worker):
     """Runs up to ``in_flight`` agents at once on ``threads`` threads, parking each
-    while its model answers; otherwise a :class:`~stead.runtime.worker.Worker`."""
+    while its model answers; otherwise a :class:`~stead.workers.threaded.Worker`."""
 
     def __init__(
         self,

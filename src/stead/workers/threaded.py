@@ -23,12 +23,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import LeaseHeld, SteadError
+from ..runtime.activation import Outcome
+from ..runtime.leases import holder_is_dead_here, this_worker
+from ..runtime.runtime import Runtime
 from ..snapshots.hibernation import hibernate_idle
 from ..store.base import Lease
 from ..store.groupcommit import GroupCommitter
-from .activation import Outcome
-from .leases import holder_is_dead_here, this_worker
-from .runtime import Runtime
 
 
 @dataclass(slots=True)

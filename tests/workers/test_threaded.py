@@ -12,11 +12,11 @@ import yaml
 from stead import Runtime, StaleEpoch, SystemClock, parse_spec
 from stead.integrity.audit import audit
 from stead.journal import NewEvent, seal
-from stead.runtime.worker import Worker
 from stead.state import fold
 from stead.store.base import AgentRecord, Batch, Store
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
+from stead.workers.threaded import Worker
 from tests.postgres import postgres_store
 
 
