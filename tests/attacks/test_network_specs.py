@@ -114,7 +114,7 @@ def live(tmp_path: Path) -> Iterator[Live]:
             "STEAD_SECRET_KEY": new_key(), "STEAD_UNSANDBOXED": "1"}  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "stead", "serve", "--store", f"sqlite:///{data / 'stead.db'}",
-         "--specs", str(specs), "--port", str(port)],
+         "--specs", str(specs), "--port", str(port), "--workers", "0"],  # runs when asked
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"

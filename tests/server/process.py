@@ -74,10 +74,13 @@ class Serving:
 
 
 @contextmanager
-def stead_serve(store: str, *args: str, data_dir: Path | None = None) -> Iterator[Serving]:
-    """``stead serve --store STORE ARGS`` on a free port, until the block ends."""
+def stead_serve(
+    store: str, *args: str, data_dir: Path | None = None, extra: dict[str, str] | None = None
+) -> Iterator[Serving]:
+    """``stead serve --store STORE ARGS`` on a free port, until the block ends, with
+    ``extra`` in its environment."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")} | (extra or {})
     env.pop("FORWARDED_ALLOW_IPS", None)
     env["PYTHONPATH"] = os.pathsep.join([str(SOURCE), str(REPO)])
     argv = [sys.executable, "-m", "stead", "serve", "--store", store, "--port", str(port), *args]

@@ -97,7 +97,10 @@ def load(tmp_path: Path) -> Iterator[Load]:
         port = s.getsockname()[1]
     log = (tmp_path / "serve.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "stead", "serve", "--port", str(port), "--specs", str(specs)],
+        # the clients run the agents themselves (POST .../run), racing each other and
+        # their messages: the server's own worker would end them before the races
+        [sys.executable, "-m", "stead", "serve", "--port", str(port), "--specs", str(specs),
+         "--workers", "0"],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"

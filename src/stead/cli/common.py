@@ -223,6 +223,7 @@ def status_style(status: str) -> str:
         "needs_attention": "yellow",
         "waiting": "cyan",
         "running": "blue",
+        "queued": "yellow",
         "hibernated": "magenta",
         "moved": "white",
     }.get(status, "white")

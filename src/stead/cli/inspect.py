@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from rich.markup import escape
 from rich.table import Table
@@ -14,6 +15,7 @@ from ..clock import iso
 from ..errors import SecretError
 from ..integrity.audit import audit
 from ..sandbox.secrets import Vault
+from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..summaries import shown, summarize
 from .common import (
     EXIT_COMPLETED,
@@ -56,7 +58,11 @@ def register(
 
 def cmd_ls(args: argparse.Namespace) -> int:
     with runtime_for(args, reads_only=True) as rt:
-        agents = rt.store.list_agents(tenant_of(args))
+        now = rt.clock.now()
+        agents = [
+            replace(a, status=shown_status(rt.store, a.agent_id, a.status, now))
+            for a in rt.store.list_agents(tenant_of(args))
+        ]
     if wants_json(args):
         emit_json(
             [
@@ -97,6 +103,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             if args.at is not None
             else rt.store.load_state(args.agent_id)
         )
+        status, reason = state.status, state.status_reason
+        if (
+            args.at is None
+            and shown_status(rt.store, state.agent_id, status, rt.clock.now()) == QUEUED
+        ):
+            status, reason = QUEUED, QUEUED_REASON
     if wants_json(args):
         emit_json(state.to_json())
         return EXIT_COMPLETED
@@ -106,8 +118,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"version {state.version}{latest}"
     )
     out.print(
-        f"status: [{status_style(state.status)}]{state.status}[/]"
-        + (f" — {escape(shown(state.status_reason))}" if state.status_reason else "")
+        f"status: [{status_style(status)}]{status}[/]"
+        + (f" — {escape(shown(reason))}" if reason else "")
     )
     out.print(
         f"decisions: {state.decisions} · steps completed: {state.steps_completed} · "

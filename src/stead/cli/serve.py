@@ -7,11 +7,13 @@ import ipaddress
 import os
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from ..clock import SystemClock, iso
 from ..errors import UsageError
+from ..runtime.runtime import Runtime
 from ..store import open_store
 from ..store.tokens import ROLES, TokenRows
 from .common import (
@@ -21,12 +23,20 @@ from .common import (
     emit_json,
     err,
     out,
+    positive_seconds,
     runtime_for,
     store_url,
     tenant_of,
     wants_json,
     whole,
 )
+
+if TYPE_CHECKING:
+    from ..server import Server
+    from ..server.running import ServerWorkers
+
+HIBERNATE_AFTER = 300.0
+"""Seconds an agent waits before the server's worker hibernates it, as `stead work`'s."""
 
 
 def register(
@@ -49,6 +59,31 @@ def register(
         help="the proxies (comma-separated addresses or networks, such as 127.0.0.1) whose "
         "X-Forwarded-For and X-Forwarded-Proto are believed; by default none, and every "
         "client is the address it connects from",
+    )
+    p.add_argument(
+        "--workers",
+        type=whole(0, 64),
+        default=1,
+        metavar="N",
+        help="how many workers the server runs for its store's agents (default 1, in "
+        "its own process; each further one a `stead work --forever` it supervises); "
+        "0 for a server beside separate `stead work` processes",
+    )
+    p.add_argument(
+        "--in-flight",
+        type=whole(1, 1_000_000),
+        default=1000,
+        metavar="N",
+        help="agents each worker keeps in flight at once, parked while their models "
+        "answer (default 1000)",
+    )
+    p.add_argument(
+        "--poll",
+        type=positive_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often the workers look for work made outside this server (default 1); "
+        "work made through the server is run at once",
     )
     p.set_defaults(func=cmd_serve)
 
@@ -170,7 +205,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--specs {args.specs} is not a folder")
     blobs = blobs_of(args)
     server = Server(open_store(url), data_dir, blobs=blobs, specs=args.specs, clock=SystemClock())
+    server.workers = _workers(args, server, url, data_dir, blobs)
     err.print(f"serving {url} at http://{args.host}:{args.port}/v1/ (Ctrl-C stops)")
+    if server.workers.count:
+        err.print(
+            f"running the store's agents with {server.workers.count} "
+            f"worker{'s' if server.workers.count > 1 else ''} (--workers 0: none)"
+        )
+    else:
+        err.print(
+            "[yellow]running no agents[/] (--workers 0): approvals, messages and new "
+            "agents wait for a `stead work --forever` on this store"
+        )
+    server.workers.start()
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the
     # handler it found: a quiet one, so that a requested stop exits 0
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
@@ -184,5 +231,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
             forwarded_allow_ips=proxies or None,
         )
     finally:
+        server.workers.stop()  # at once if the lifespan's end did (or never began)
         signal.signal(signal.SIGTERM, previous)
     return EXIT_COMPLETED
+
+
+def _workers(
+    args: argparse.Namespace, server: Server, url: str, data_dir: str, blobs: str | None
+) -> ServerWorkers:
+    """The server's own workers: one in its process (whose agents the page and the
+    API can watch live), the rest supervised ``stead work`` children."""
+    from ..server.running import ServerWorkers
+    from ..workers.parked import ParkedWorker
+
+    if args.workers == 0:
+        return ServerWorkers(None)
+    rt = Runtime(
+        server.store, data_dir, clock=server.clock, blobs=blobs, secret_key=server.secret_key
+    )
+    worker = ParkedWorker(rt, args.in_flight, threads=16, hibernate_after=HIBERNATE_AFTER)
+    command = ["work", "--forever", "--in-flight", str(args.in_flight), "--store", url,
+               "--data-dir", data_dir, "--poll", str(args.poll)]  # fmt: skip
+    if blobs is not None:
+        command += ["--blobs", blobs]
+    return ServerWorkers(worker, args.workers - 1, command, poll=args.poll)

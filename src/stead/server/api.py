@@ -25,6 +25,7 @@ from ..integrity.audit import audit
 from ..spec import AgentSpec, parse_spec
 from ..state import State
 from ..store.base import AgentSummary
+from ..store.shown import shown_status
 from ..yamlsafe import load_yaml, read_text
 from . import auth
 from .app import Call, Endpoint, Server
@@ -92,15 +93,21 @@ def brief(state: State) -> dict[str, Any]:
     return {"agent_id": state.agent_id, "status": state.status, "version": state.version}
 
 
-def _summary(a: AgentSummary) -> dict[str, Any]:
-    return {"agent_id": a.agent_id, "tenant": a.tenant, "name": a.name, "status": a.status,
+def _summary(a: AgentSummary, status: str) -> dict[str, Any]:
+    return {"agent_id": a.agent_id, "tenant": a.tenant, "name": a.name, "status": status,
             "version": a.version, "updated_at": a.updated_at}  # fmt: skip
 
 
 def list_agents(call: Call) -> Any:
+    """The tenant's agents, each with the status a person should read (``queued``
+    for one with work that no worker runs: :mod:`stead.store.shown`)."""
     wanted = call.query.get("status")
-    agents = call.rt.store.list_agents(call.token.tenant)
-    return [_summary(a) for a in agents if wanted in (None, a.status)]
+    store, now = call.rt.store, call.rt.clock.now()
+    shown = [
+        (a, shown_status(store, a.agent_id, a.status, now))
+        for a in store.list_agents(call.token.tenant)
+    ]
+    return [_summary(a, status) for a, status in shown if wanted in (None, status)]
 
 
 def _spec_from(call: Call) -> AgentSpec:
@@ -158,8 +165,10 @@ def show_agent(call: Call) -> Any:
     agent_id = call.params["agent_id"]
     record = call.rt.store.get_record(agent_id)
     state = call.rt.store.load_state(agent_id)
+    status = shown_status(call.rt.store, agent_id, state.status, call.rt.clock.now())
     return {"agent_id": agent_id, "tenant": record.tenant, "name": record.name,
-            "created_at": record.created_at, "state": state.to_json()}  # fmt: skip
+            "created_at": record.created_at, "status": status,
+            "state": state.to_json()}  # fmt: skip
 
 
 def _int(call: Call, name: str, default: int, low: int, high: int) -> int:
@@ -190,7 +199,9 @@ def run(call: Call) -> Any:
     agent_id = call.params["agent_id"]
     call.rt.store.get_record(agent_id)  # NotFound for another tenant's
     rt = call.rt
-    call.server.in_background(agent_id, lambda: _run_quietly(rt, agent_id))
+    if call.server.workers is None or call.server.workers.count == 0:
+        call.server.in_background(agent_id, lambda: _run_quietly(rt, agent_id))
+    # else the server's own workers run it: the request's nudge wakes them
     return {"agent_id": agent_id, "running": True}
 
 

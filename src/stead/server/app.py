@@ -53,6 +53,7 @@ from ..store.scoped import TenantStore
 from ..store.tokens import TokenRecord, TokenRows
 from . import auth, bodies
 from .errors import from_error, problem
+from .running import ServerWorkers
 from .schemas import odd_path_part
 
 SECURITY_HEADERS = {
@@ -175,6 +176,13 @@ class Server:
         self.streams = Counts()  # each token's open streams
         self.uploads = Counts()  # archives being received (under "")
         self._turns: weakref.WeakValueDictionary[str, _Turn] = weakref.WeakValueDictionary()
+        self.workers: ServerWorkers | None = None  # the server's own, unless --workers 0
+
+    def nudge(self) -> None:
+        """A request wrote something that may give an agent work: the server's own
+        worker looks for it now."""
+        if self.workers is not None:
+            self.workers.nudge()
 
     def unplaced(self, text: str) -> str:
         """``text`` (an error's words) without where the server keeps its folders: a
@@ -229,6 +237,8 @@ class Server:
         return mine
 
     def close(self) -> None:
+        if self.workers is not None:
+            self.workers.stop()
         for thread in list(self.running.values()):
             thread.join(timeout=30)
         with self._lock:
@@ -411,6 +421,8 @@ async def _answer(
     finally:
         if endpoint.raw and body is not None:
             body.close()
+    if request.method != "GET":
+        server.nudge()
     if isinstance(answer, Response):
         return answer
     if answer is None:

@@ -62,8 +62,9 @@ AGENT = answer(
 )  # fmt: skip
 NEW_AGENT = answer({"agent_id": ID, "status": TEXT, "version": {"type": "integer"}})
 AGENT_STATE = answer(
-    {"agent_id": ID, "tenant": ID, "name": TEXT, "created_at": NUMBER, "state": OBJECT}
-)
+    {"agent_id": ID, "tenant": ID, "name": TEXT, "created_at": NUMBER, "status": TEXT,
+     "state": OBJECT}
+)  # fmt: skip
 EVENT = answer(
     {"agent_id": ID, "seq": {"type": "integer"}, "kind": TEXT, "at": NUMBER, "data": OBJECT,
      "prev_hash": TEXT, "hash": TEXT, "epoch": {"type": "integer"}},

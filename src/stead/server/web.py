@@ -25,7 +25,7 @@ import hmac
 import secrets
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote
@@ -41,6 +41,7 @@ from ..errors import NotFound, SteadError, UsageError
 from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..journal import Kind
+from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
 from ..summaries import shown
 from . import auth, bodies
@@ -184,6 +185,8 @@ def routes(server: Server) -> list[Route]:
                 return _page("error.html", status_of(exc), message=server.unplaced(str(exc)),
                              token=token,
                              session=session)  # fmt: skip
+            if post:
+                server.nudge()
             return answer
 
         return handle
@@ -191,7 +194,12 @@ def routes(server: Server) -> list[Route]:
     def agents(request: Request, session: Session, token: TokenRecord) -> Response:
         rt = server.runtime(token)
         wanted = request.query_params.get("status") or None
-        listed = [a for a in rt.store.list_agents(token.tenant) if wanted in (None, a.status)]
+        now = rt.clock.now()
+        shown = [
+            replace(a, status=shown_status(rt.store, a.agent_id, a.status, now))
+            for a in rt.store.list_agents(token.tenant)
+        ]
+        listed = [a for a in shown if wanted in (None, a.status)]
         pending = rt.pending_approvals(token.tenant)
         return _page("agents.html", token=token, session=session, agents=listed,
                      status=wanted, pending=len(pending))  # fmt: skip
@@ -208,7 +216,10 @@ def routes(server: Server) -> list[Route]:
         if state.status == "completed":
             with contextlib.suppress(SteadError):
                 certificate = journaled_certificate(rt.store, agent_id)
+        status = shown_status(rt.store, agent_id, state.status, rt.clock.now())
         return _page("agent.html", token=token, session=session, record=record, state=state,
+                     status=status, status_reason=QUEUED_REASON if status == QUEUED
+                     else state.status_reason,
                      events=events, approvals=mine, validity=VALIDITY, kinds=KINDS,
                      scope=scope, snapshots=rt.store.list_snapshots(agent_id),
                      certificate=certificate, can_answer=auth.allows(token.role, "approve"),

@@ -81,17 +81,22 @@ class Worker:
             report.hibernated += slept
             report.errors |= failed
 
-    def wait_for_work(self, poll: float) -> bool:
-        """Sleep until the store tells of new work, the earliest timer falls due, or
-        ``poll`` seconds pass; a :meth:`stop` ends it within a second."""
+    def wait_for_work(self, poll: float, woken: threading.Event | None = None) -> bool:
+        """Sleep until the store tells of new work, ``woken`` is set (by whoever made
+        work in this process), the earliest timer falls due, or ``poll`` seconds
+        pass; a :meth:`stop` ends it within a second."""
         store, now = self.runtime.store, self.runtime.clock.now()
         due = store.next_wake(self.tenant)  # a timer already due was this pass's
         left = poll if due is None or due <= now else min(poll, due - now)
+        # told in this process, the wait is cut to a tenth of a second
+        slice_ = 1.0 if woken is None else 0.1
         while left > 0 and not self._stop.is_set():
-            if store.wait_for_work(min(1.0, left)):
+            if woken is not None and woken.is_set():
                 return True
-            left -= 1.0
-        return False
+            if store.wait_for_work(min(slice_, left)):
+                return True
+            left -= slice_
+        return woken is not None and woken.is_set()
 
     @property
     def stopping(self) -> bool:
