@@ -7,16 +7,19 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from stead.cli.main import main
 from stead.sandbox.secrets import new_key
 
 from ..models.fake_servers import FakeServer, Reply, openai_answer, openai_call
+from ..postgres import fresh_schema, url_for
 from .conftest import write_spec
 from .process import Serving, stead_serve
 
@@ -42,12 +45,25 @@ def _status(s: Serving, token: str, agent_id: str) -> str:
     return str(got.json()["status"])
 
 
+@contextmanager
+def _store(backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'stead.db'}"
+    else:
+        with fresh_schema() as schema:
+            yield url_for(schema)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_an_agent_made_over_http_with_a_provider_model_runs_and_goes_on_after_approval(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
-    store = f"sqlite:///{tmp_path / 'stead.db'}"
     key = {"STEAD_SECRET_KEY": new_key()}
-    with FakeServer() as model, stead_serve(store, extra=key) as s:
+    with (
+        _store(backend, tmp_path) as store,
+        FakeServer() as model,
+        stead_serve(store, data_dir=tmp_path / "data", extra=key) as s,
+    ):
         admin, _ = s.token(role="admin")
         model.queue(
             Reply(200, openai_answer([openai_call("c1", "write_file",
