@@ -23,6 +23,7 @@ from .common import (
     wants_json,
     whole,
 )
+from .progress import step_lines
 
 MAX_STEPS = whole(1, 10**9)
 """A run's decisions: more than a run makes, fewer than a store cannot count."""
@@ -36,6 +37,7 @@ def register(
     p.add_argument("--id", dest="agent_id", help="agent id to use (default: a new one)")
     p.add_argument("--max-steps", type=MAX_STEPS, help="stop this run after N decisions")
     p.add_argument("--record", type=Path, help="append the model's exchanges to this file")
+    _quiet(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -46,6 +48,7 @@ def register(
     p.add_argument("agent_id")
     p.add_argument("--max-steps", type=MAX_STEPS, help="stop this run after N decisions")
     p.add_argument("--record", type=Path, help="append the model's exchanges to this file")
+    _quiet(p)
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("send", parents=[common], help="deliver a message to an agent")
@@ -54,6 +57,7 @@ def register(
     p.add_argument(
         "--no-resume", action="store_true", help="only deliver the message; do not run the agent"
     )
+    _quiet(p)
     p.set_defaults(func=cmd_send)
 
     p = sub.add_parser("resolve", parents=[common], help="decide a call whose outcome is unknown")
@@ -69,7 +73,17 @@ def register(
     p.add_argument(
         "--no-resume", action="store_true", help="only record the decision; do not run the agent"
     )
+    _quiet(p)
     p.set_defaults(func=cmd_resolve)
+
+
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="do not print each step as it happens (on stderr); only the outcome",
+    )
 
 
 def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
@@ -79,12 +93,16 @@ def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
     if as_json:
         outcome = rt.run(agent_id, max_steps=max_steps, record_model=record)
     else:
+        quiet = bool(getattr(args, "quiet", False))
         with Status(f"running {agent_id}", console=err) as status:
 
             def progress(events: Sequence[Event]) -> None:
                 for ev in events:
                     if ev.kind == Kind.DECISION:
                         status.update(f"running {agent_id}: step {ev.data['step']}")
+                    if not quiet:
+                        for line in step_lines(ev):
+                            err.print(line)
 
             outcome = rt.run(agent_id, max_steps=max_steps, on_commit=progress, record_model=record)
     return _report(outcome, as_json)

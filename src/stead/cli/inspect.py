@@ -16,7 +16,7 @@ from ..errors import SecretError
 from ..integrity.audit import audit
 from ..sandbox.secrets import Vault
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
-from ..summaries import shown, summarize
+from ..summaries import shown
 from .common import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -28,6 +28,8 @@ from .common import (
     tenant_of,
     wants_json,
 )
+from .follow import follow
+from .progress import trace_detail
 
 
 def register(
@@ -45,6 +47,12 @@ def register(
     p.add_argument("agent_id")
     p.add_argument("--from", dest="from_seq", type=position, default=1, metavar="SEQ")
     p.add_argument("--to", dest="to_seq", type=position, metavar="SEQ")
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing events as they are committed, until the agent ends or Ctrl-C",
+    )
     p.set_defaults(func=cmd_trace)
 
     audit = sub.add_parser("audit", help="check an agent's tamper-evident journal")
@@ -81,7 +89,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not agents:
         out.print("no agents yet; create one with `stead run SPEC`")
         return EXIT_COMPLETED
-    table = Table("agent", "tenant", "name", "status", "version", "updated")
+    table = Table(box=None, header_style="bold")
+    # the id is what a person copies into the next command: never cut; the other
+    # columns wrap instead when the terminal is narrow
+    table.add_column("agent", no_wrap=True, min_width=max(len(a.agent_id) for a in agents))
+    for heading in ("tenant", "name", "status", "ver", "updated"):
+        table.add_column(heading, overflow="fold")
     for a in agents:
         table.add_row(
             a.agent_id,
@@ -89,7 +102,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             a.name,
             f"[{status_style(a.status)}]{a.status}[/]",
             str(a.version),
-            iso(a.updated_at),
+            iso(a.updated_at)[:16].replace("T", " "),
         )
     out.print(table)
     return EXIT_COMPLETED
@@ -133,9 +146,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"usage: {int(state.usage.get('tokens', 0)):,} tokens · "
             f"${state.usage.get('spend', 0):.4f} spent"
         )
-    out.print("goals:")
+    done = sum(g.get("status") == "completed" for g in state.goals)
+    out.print(f"goals ({done} of {len(state.goals)} completed):" if state.goals else "goals: none")
     for g in state.goals:
-        out.print(f"  [{g['status']}] {g['id']}: {shown(str(g['description']))}", markup=False)
+        line = Text(f"  [{g.get('status')}]", style=status_style(str(g.get("status"))))
+        line.append(f" {shown(str(g['id']))}: {shown(str(g['description']))}")
+        out.print(line)
     out.print(
         "memory: " + (json.dumps(state.memory, sort_keys=True) if state.memory else "(empty)"),
         markup=False,
@@ -153,6 +169,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     with runtime_for(args, reads_only=True) as rt:
+        if args.follow:
+            return follow(rt.store, args.agent_id, args.from_seq, wants_json(args))
         events = rt.store.read_events(args.agent_id, args.from_seq, args.to_seq)
         if wants_json(args):
             for ev in events:
@@ -161,7 +179,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         table = Table("seq", "time", "kind", "detail", box=None)
         for ev in events:
             # Text, not markup: a detail's brackets ([secret:NAME]) are shown as they are
-            table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, Text(summarize(ev)))
+            table.add_row(str(ev.seq), iso(ev.at)[11:23], ev.kind, Text(trace_detail(ev)))
         out.print(table)
     return EXIT_COMPLETED
 
