@@ -26,6 +26,7 @@ from .common import (
     wants_json,
     whole,
 )
+from .worklog import FORMATS, WorkLog
 
 if TYPE_CHECKING:
     from ..workers.parked import ParkedWorker
@@ -81,6 +82,13 @@ def register(
         help="how long an agent's lease lasts unrenewed (default 30): how soon other "
         "workers take over the agents of one that stopped",
     )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=None,
+        help="log each activation's start and end on stderr: text for people, json for one "
+        "object a line (default: text with --forever, no log without it)",
+    )
     p.set_defaults(func=cmd_work)
 
 
@@ -113,6 +121,10 @@ def _work(args: argparse.Namespace, rt: Runtime) -> int:
             hibernate_after=hibernate_after,
         )
     )
+
+    form = args.log_format or ("text" if args.forever else None)
+    if form is not None:
+        WorkLog(rt, form).attach(worker)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         err.print("stopping: no new agents will start; running ones end their step")

@@ -136,6 +136,8 @@ class ParkedWorker(Worker):
             report.busy.append(agent_id)
         elif exc is not None:  # one agent's failure must not stop the others
             report.errors[agent_id] = str(exc) if isinstance(exc, SteadError) else repr(exc)
+            if self.on_error is not None:
+                self.on_error(agent_id, report.errors[agent_id])
         elif outcome is not None:
             report.ran[agent_id] = outcome.state.status
             report.steps += outcome.steps
@@ -190,6 +192,8 @@ class _Flight:
                 worker.runtime.store.release_lease(lease)
             self.ended.put((agent_id, None, None))
             return
+        if worker.on_start is not None:
+            worker.on_start(agent_id)
         try:
             machine = worker.runtime.activate(
                 agent_id,

@@ -65,6 +65,10 @@ class Worker:
         self.concurrency = concurrency
         self.tenant = tenant
         self.on_outcome = on_outcome
+        self.on_start: Callable[[str], None] | None = None
+        """Called with an agent's id as its activation starts (on the thread it runs on)."""
+        self.on_error: Callable[[str, str], None] | None = None
+        """Called with an agent's id and what went wrong when its activation failed."""
         self.max_steps = max_steps  # per activation, so one agent cannot hog a slot
         self._stop = threading.Event()
         self._adopted = False  # a dead process's leases on this host looked for yet
@@ -181,6 +185,8 @@ class Worker:
                 self.runtime.store.release_lease(lease)
             return None
         owner = lease.owner if lease is not None else None
+        if self.on_start is not None:
+            self.on_start(agent_id)
         return self.runtime.run(
             agent_id,
             committer=committer,
@@ -197,6 +203,8 @@ class Worker:
             return
         except Exception as exc:  # one agent's failure must not stop the others
             report.errors[agent_id] = str(exc) if isinstance(exc, SteadError) else repr(exc)
+            if self.on_error is not None:
+                self.on_error(agent_id, report.errors[agent_id])
             return
         if outcome is None:
             return
