@@ -74,6 +74,13 @@ class FakeServer:
                 if reply.chunks is not None:
                     self._send_chunks(reply)
                     return
+                body = outer.seen[-1].body
+                streamed = isinstance(body, dict) and body.get("stream") is True
+                if streamed and 200 <= reply.status < 300 and reply.raw is None:
+                    # what the provider sends when asked to stream: the same answer as events
+                    reply = Reply(reply.status, headers=reply.headers, chunks=as_stream(reply.body))
+                    self._send_chunks(reply, "text/event-stream")
+                    return
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
@@ -86,12 +93,15 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
-            def _send_chunks(self, reply: Reply) -> None:
+            def _send_chunks(self, reply: Reply, kind: str = "application/json") -> None:
                 assert reply.chunks is not None
                 self.close_connection = True
                 try:
                     self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", reply.headers.get("content-type", kind))
+                    for k, v in reply.headers.items():
+                        if k.lower() != "content-type":
+                            self.send_header(k, v)
                     self.end_headers()
                     for chunk in reply.chunks:
                         self.wfile.write(chunk)
@@ -212,3 +222,83 @@ def calls_in(body: Mapping[str, Any]) -> Iterator[str]:
     """The tool names a request offered (either wire format)."""
     for t in body.get("tools", []):
         yield t["function"]["name"] if "function" in t else t["name"]
+
+
+# -- the same answers, streamed ---------------------------------------------------------
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    """One Server-Sent Event, as both providers write them."""
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+def pieces(text: str, size: int = 7) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def as_stream(answer: Any) -> Iterator[bytes]:
+    """An unstreamed answer of either format as the provider streams it."""
+    if isinstance(answer, dict) and answer.get("object") == "chat.completion":
+        return openai_stream(answer)
+    return anthropic_stream(answer)
+
+
+def openai_stream(answer: dict[str, Any]) -> Iterator[bytes]:
+    """``chat.completion.chunk`` events: the role, the content in pieces, each tool
+    call's name then its arguments in pieces, the finish reason, the usage, [DONE]."""
+    base = {k: answer[k] for k in ("id", "created", "model", "system_fingerprint")}
+    base["object"] = "chat.completion.chunk"
+    message = answer["choices"][0]["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return sse({**base, "choices": [choice]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    if message.get("content"):
+        for piece in pieces(message["content"]):
+            yield chunk({"content": piece})
+    if message.get("refusal"):
+        yield chunk({"refusal": message["refusal"]})
+    for i, call in enumerate(message.get("tool_calls") or []):
+        fn = call["function"]
+        yield chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                     "function": {"name": fn["name"], "arguments": ""}}]})  # fmt: skip
+        for piece in pieces(fn["arguments"], 11):
+            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    yield chunk({}, answer["choices"][0]["finish_reason"])
+    yield sse({**base, "choices": [], "usage": answer["usage"]})
+    yield b"data: [DONE]\n\n"
+
+
+def anthropic_stream(answer: dict[str, Any]) -> Iterator[bytes]:
+    """The messages events: message_start (input usage), each block's start, deltas
+    and stop, message_delta (stop reason, output usage), message_stop; a ping too."""
+    usage = answer["usage"]
+    start = {**answer, "content": [], "stop_reason": None,
+             "usage": {**usage, "output_tokens": 1}}  # fmt: skip
+    yield sse({"type": "message_start", "message": start}, "message_start")
+    yield sse({"type": "ping"}, "ping")
+    for i, block in enumerate(answer["content"]):
+        if block["type"] == "text":
+            first = {"type": "text", "text": ""}
+            yield sse({"type": "content_block_start", "index": i, "content_block": first},
+                      "content_block_start")  # fmt: skip
+            for piece in pieces(block["text"]):
+                delta = {"type": "text_delta", "text": piece}
+                yield sse({"type": "content_block_delta", "index": i, "delta": delta},
+                          "content_block_delta")  # fmt: skip
+        else:
+            first = {**block, "input": {}}
+            yield sse({"type": "content_block_start", "index": i, "content_block": first},
+                      "content_block_start")  # fmt: skip
+            for piece in pieces(json.dumps(block["input"]), 11):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                yield sse({"type": "content_block_delta", "index": i, "delta": delta},
+                          "content_block_delta")  # fmt: skip
+        yield sse({"type": "content_block_stop", "index": i}, "content_block_stop")
+    delta = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
+    yield sse({"type": "message_delta", "delta": delta,
+               "usage": {"output_tokens": usage["output_tokens"]}}, "message_delta")  # fmt: skip
+    yield sse({"type": "message_stop"}, "message_stop")

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from ..errors import InvalidAnswer
+from . import sse
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
 from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel, count
@@ -60,6 +61,15 @@ class AnthropicModel(ProviderModel):
             "system": SUMMARY_PROMPT,
             "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
         }
+
+    def stream_fields(self) -> dict[str, Any]:
+        return {"stream": True}
+
+    def assemble(self, events: list[sse.Event]) -> Any:
+        return sse.anthropic_body(events)
+
+    def text_of(self, event: sse.Event) -> str:
+        return sse.anthropic_text(event)
 
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
         usage = body.get("usage") or {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -151,10 +151,14 @@ class _TooLong(Exception):
         self.status = status
 
 
-def read_bounded(chunks: Iterable[bytes], at: float | None) -> bytes:
+def read_bounded(
+    chunks: Iterable[bytes], at: float | None, feed: Callable[[bytes], None] | None = None
+) -> bytes:
     """The body ``chunks`` give, read until its end; :class:`_TooLong` past
     :data:`MAX_ANSWER_BYTES`, and ``httpx.ReadTimeout`` once ``at`` has passed
-    (for transports not held to the deadline themselves, checked as bytes come)."""
+    (for transports not held to the deadline themselves, checked as bytes come).
+    Each chunk within the bounds is also given to ``feed`` as it comes (a streamed
+    answer's text, shown while it is written)."""
     kept: list[bytes] = []
     size = 0
     for chunk in chunks:
@@ -162,6 +166,8 @@ def read_bounded(chunks: Iterable[bytes], at: float | None) -> bytes:
         if size > MAX_ANSWER_BYTES:
             raise _TooLong()
         kept.append(chunk)
+        if feed is not None:
+            feed(chunk)
         if at is not None and time.monotonic() > at:
             raise httpx.ReadTimeout("the request's time is up")
     return b"".join(kept)

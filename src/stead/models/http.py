@@ -116,8 +116,16 @@ Sleep = tuple[Literal["sleep"], float]
 Sent = httpx.Response | httpx.TransportError | _TooLong
 
 
+Read = Callable[[httpx.Response, str], Any]
+"""How a 2xx answer's body becomes the answer's JSON (by default: it is JSON)."""
+
+Watch = Callable[[int, str], Callable[[bytes], None] | None]
+"""Called as each attempt's answer begins, with its status and content type: what
+its chunks are given to as they arrive, or None."""
+
+
 def _exchange(
-    service: str, max_retries: int, rng: random.Random
+    service: str, max_retries: int, rng: random.Random, read: Read | None = None
 ) -> Generator[Send | Sleep, Sent | None, Exchange]:
     """The retry loop of one request, without I/O: it yields ``("send", None)`` and
     is sent the response (or the transport's error), or yields ``("sleep", s)``;
@@ -144,7 +152,7 @@ def _exchange(
             status = response.status_code
             if 200 <= status < 300:
                 exchange.attempts.append(Attempt(status, took))
-                exchange.body = _json(response, service)
+                exchange.body = (read or _json)(response, service)
                 return exchange
             words = _words(response)
             exchange.attempts.append(Attempt(status, took, words[:200]))
@@ -190,6 +198,8 @@ def post_json(
     rng: random.Random,
     timeout: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    read: Read | None = None,
+    watch: Watch | None = None,
 ) -> Exchange:
     """POST ``body`` as JSON and return the answer's JSON, retrying as described above.
     Each attempt ends within ``timeout`` seconds in all on a client from
@@ -197,7 +207,7 @@ def post_json(
     replay) the time is checked as the answer's bytes come."""
     payload = json.dumps(body, ensure_ascii=False).encode()
     sending = {**headers, "content-type": "application/json"}
-    loop = _exchange(service, max_retries, rng)
+    loop = _exchange(service, max_retries, rng, read)
     answer: Sent | None = None
     try:
         while True:
@@ -206,7 +216,7 @@ def post_json(
             if what == "sleep":
                 sleep(seconds or 0.0)
                 continue
-            answer = _send(client, url, sending, payload, timeout)
+            answer = _send(client, url, sending, payload, timeout, watch)
     except StopIteration as done:
         return cast(Exchange, done.value)
 
@@ -217,6 +227,7 @@ def _send(
     headers: Mapping[str, str],
     payload: bytes,
     timeout: float | None,
+    watch: Watch | None = None,
 ) -> Sent:
     """One attempt on a thread: its answer read as it arrives, within its bounds."""
     at = None if timeout is None else time.monotonic() + timeout
@@ -225,8 +236,9 @@ def _send(
             deadline(at),
             client.stream("POST", url, headers=headers, content=payload) as got,
         ):
+            feed = watch(got.status_code, got.headers.get("content-type", "")) if watch else None
             try:
-                content = read_bounded(got.iter_bytes(), at)
+                content = read_bounded(got.iter_bytes(), at, feed)
             except _TooLong:
                 return _TooLong(got.status_code)
             return httpx.Response(
@@ -249,6 +261,8 @@ async def apost_json(
     rng: random.Random,
     timeout: float,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    read: Read | None = None,
+    watch: Watch | None = None,
 ) -> Exchange:
     """:func:`post_json` on an event loop: the request waits without a thread. The
     session is shared by many models, so each request brings its own ``timeout``.
@@ -262,7 +276,7 @@ async def apost_json(
     payload = json.dumps(body, ensure_ascii=False).encode()
     sending = {**headers, "content-type": "application/json"}
     limits = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 10.0))
-    loop = _exchange(service, max_retries, rng)
+    loop = _exchange(service, max_retries, rng, read)
     answer: Sent | None = None
     try:
         while True:
@@ -275,8 +289,11 @@ async def apost_json(
                 async with session.post(
                     url, data=payload, headers=sending, timeout=limits, allow_redirects=False
                 ) as got:
+                    kind = got.headers.get("content-type", "")
                     try:
-                        content = await _bounded(got.content)
+                        content = await _bounded(
+                            got.content, watch(got.status, kind) if watch else None
+                        )
                     except _TooLong:
                         answer = _TooLong(got.status)
                     else:
@@ -291,7 +308,9 @@ async def apost_json(
         return cast(Exchange, done.value)
 
 
-async def _bounded(stream: aiohttp.StreamReader) -> bytes:
+async def _bounded(
+    stream: aiohttp.StreamReader, feed: Callable[[bytes], None] | None = None
+) -> bytes:
     """An answer's bytes as they arrive; :class:`_TooLong` once they pass
     :data:`MAX_ANSWER_BYTES`, before the rest is read."""
     chunks: list[bytes] = []
@@ -301,6 +320,8 @@ async def _bounded(stream: aiohttp.StreamReader) -> bytes:
         if size > MAX_ANSWER_BYTES:
             raise _TooLong(None)
         chunks.append(chunk)
+        if feed is not None:
+            feed(chunk)
     return b"".join(chunks)
 
 

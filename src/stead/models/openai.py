@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidAnswer
+from . import sse
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
 from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel, count
@@ -61,6 +62,15 @@ class OpenAIModel(ProviderModel):
             ],
             self._max_key(): self.options.max_tokens,
         }
+
+    def stream_fields(self) -> dict[str, Any]:
+        return {"stream": True, "stream_options": {"include_usage": True}}
+
+    def assemble(self, events: list[sse.Event]) -> Any:
+        return sse.openai_body(events)
+
+    def text_of(self, event: sse.Event) -> str:
+        return sse.openai_text(event)
 
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
         message = body["choices"][0]["message"]

@@ -14,6 +14,7 @@ resumed agent, or one whose model was swapped, is simply asked again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -24,13 +25,15 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..errors import InvalidAnswer, ModelError
+from ..livetext import Speaker
 
 if TYPE_CHECKING:
     import aiohttp
+from . import sse
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
 from .bounded import bounded_client
-from .http import Attempt, Exchange, apost_json, post_json
+from .http import Attempt, Exchange, _json, apost_json, post_json
 from .options import ModelOptions
 from .prices import spend_of
 
@@ -81,6 +84,12 @@ class ProviderModel:
         # that asks on an event loop (adecide) never needs one, and each costs memory
         self._rng = rng or random.Random(os.urandom(16))
         self._sleep = sleep
+        self._speaker: Speaker | None = None
+
+    def speak_for(self, agent_id: str, redact: Callable[[str], str]) -> None:
+        """Publish the text of each answer, as it streams in, as ``agent_id``'s
+        (:mod:`stead.livetext`), redacted by ``redact``."""
+        self._speaker = Speaker(agent_id, redact)
 
     def use_rng(self, rng: random.Random) -> None:
         """Draw backoff jitter from ``rng`` (the activation's seeded generator)."""
@@ -127,6 +136,49 @@ class ProviderModel:
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
         """The tool calls, the text, and the token counts (in, out, cached) of an answer."""
         raise NotImplementedError
+
+    def stream_fields(self) -> dict[str, Any]:
+        """What a request adds to have its answer streamed."""
+        raise NotImplementedError
+
+    def assemble(self, events: list[sse.Event]) -> Any:
+        """The unstreamed answer a stream's events make (:mod:`.sse`)."""
+        raise NotImplementedError
+
+    def text_of(self, event: sse.Event) -> str:
+        """The text one streamed event adds to the answer."""
+        raise NotImplementedError
+
+    # -- streaming ------------------------------------------------------------------
+
+    def _read(self, response: httpx.Response, service: str) -> Any:
+        """A 2xx answer's JSON: put back together from its events when it streamed
+        (a service may answer unstreamed all the same: then it is read as JSON)."""
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            return _json(response, service)
+        try:
+            return self.assemble(sse.parse(response.content))
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
+            raise ModelError(
+                f"{service} sent a stream that is not in its wire format: {str(exc)[:200]}"
+            ) from None
+
+    def _watch(self, status: int, kind: str) -> Callable[[bytes], None] | None:
+        """What an attempt's chunks are fed to: the live text, for a 2xx stream."""
+        speaker = self._speaker
+        if speaker is None or not 200 <= status < 300 or "text/event-stream" not in kind:
+            return None
+        speaker.begin()
+        events = sse.Events(lambda event: speaker.add(self.text_of(event)))
+
+        def feed(chunk: bytes) -> None:
+            with contextlib.suppress(ValueError, RecursionError):  # judged once whole
+                events.feed(chunk)
+
+        return feed
+
+    def _streamed(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, **self.stream_fields()}
 
     # -- compaction -----------------------------------------------------------------
 
@@ -185,17 +237,23 @@ class ProviderModel:
     def decide(self, context: RenderedContext) -> Decision:
         tools = offered_tools(context)
         kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
-        exchange: Exchange = post_json(
-            self._client,
-            self.endpoint(),
-            self.headers(),
-            self.request(context, tools),
-            service=f"{self.service} at {self.options.base_url}",
-            max_retries=self.options.max_retries,
-            rng=self._rng,
-            timeout=self.options.timeout,
-            **kwargs,
-        )
+        try:
+            exchange: Exchange = post_json(
+                self._client,
+                self.endpoint(),
+                self.headers(),
+                self._streamed(self.request(context, tools)),
+                service=f"{self.service} at {self.options.base_url}",
+                max_retries=self.options.max_retries,
+                rng=self._rng,
+                timeout=self.options.timeout,
+                read=self._read,
+                watch=self._watch,
+                **kwargs,
+            )
+        finally:
+            if self._speaker is not None:
+                self._speaker.end()
         return self._decision(exchange, tools)
 
     async def adecide(self, context: RenderedContext, session: aiohttp.ClientSession) -> Decision:
@@ -210,17 +268,23 @@ class ProviderModel:
                 pause(seconds)
 
             kwargs["sleep"] = paused
-        exchange = await apost_json(
-            session,
-            self.endpoint(),
-            self.headers(),
-            self.request(context, tools),
-            service=f"{self.service} at {self.options.base_url}",
-            max_retries=self.options.max_retries,
-            rng=self._rng,
-            timeout=self.options.timeout,
-            **kwargs,
-        )
+        try:
+            exchange = await apost_json(
+                session,
+                self.endpoint(),
+                self.headers(),
+                self._streamed(self.request(context, tools)),
+                service=f"{self.service} at {self.options.base_url}",
+                max_retries=self.options.max_retries,
+                rng=self._rng,
+                timeout=self.options.timeout,
+                read=self._read,
+                watch=self._watch,
+                **kwargs,
+            )
+        finally:
+            if self._speaker is not None:
+                self._speaker.end()
         return self._decision(exchange, tools)
 
     def _decision(self, exchange: Exchange, tools: list[ToolSpec]) -> Decision:

@@ -2,7 +2,9 @@
 
 A recording is a JSON-lines file: a header with the model's options, then one
 line per HTTP exchange (the request's JSON body, the answer's status, its
-``Retry-After`` if any, and its JSON body). Keys never reach it: they travel in
+``Retry-After`` if any, and its JSON body; a streamed answer's events are kept
+as the text they came in, ``{"raw": ...}``, with ``"content_type":
+"text/event-stream"``). Keys never reach it: they travel in
 headers, which are not recorded.
 
 * :class:`RecordingTransport` wraps the real transport of a run started with
@@ -84,6 +86,8 @@ class RecordingTransport(httpx.BaseTransport):
             "retry_after": response.headers.get("retry-after"),
             "answer": answer,
         }
+        if "text/event-stream" in response.headers.get("content-type", ""):
+            line["content_type"] = "text/event-stream"  # a streamed answer's events, raw
         text = json.dumps(self._redactor.value(line), sort_keys=True)
         with self._lock, self._path.open("a", encoding="utf-8") as fh:
             fh.write(text + "\n")
@@ -154,7 +158,8 @@ class ReplayTransport(httpx.BaseTransport):
                 f"{first_difference(recorded['request'], sent)}"
             )
         self.position += 1
-        headers = {"content-type": "application/json"}
+        streamed = recorded.get("content_type") == "text/event-stream"
+        headers = {"content-type": "text/event-stream" if streamed else "application/json"}
         if recorded.get("retry_after") is not None:
             headers["retry-after"] = str(recorded["retry_after"])
         answer = recorded.get("answer")

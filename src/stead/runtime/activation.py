@@ -333,6 +333,9 @@ class Activation:
         seed = getattr(self.model, "use_rng", None)  # its retries' jitter is this activation's
         if seed is not None:
             seed(self.rng)
+        speak = getattr(self.model, "speak_for", None)  # its streamed text, for watchers
+        if speak is not None:
+            speak(self.record.agent_id, lambda text: self.redactor().text(text))
 
     def use_model(self, model: Model) -> None:
         """Ask ``model`` from the next decision on (a swap mid-run): its conversation
