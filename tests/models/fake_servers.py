@@ -263,8 +263,9 @@ def openai_stream(answer: dict[str, Any]) -> Iterator[bytes]:
         yield chunk({"refusal": message["refusal"]})
     for i, call in enumerate(message.get("tool_calls") or []):
         fn = call["function"]
-        yield chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                     "function": {"name": fn["name"], "arguments": ""}}]})  # fmt: skip
+        named = {"name": fn["name"], "arguments": ""}
+        first = {"index": i, "id": call["id"], "type": "function", "function": named}
+        yield chunk({"tool_calls": [first]})
         for piece in pieces(fn["arguments"], 11):
             yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
     yield chunk({}, answer["choices"][0]["finish_reason"])
