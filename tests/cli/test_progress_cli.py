@@ -96,6 +96,7 @@ def test_run_prints_each_step_as_it_happens_and_trace_shows_the_details(
     got = capsys.readouterr()
     lines = got.err.splitlines()
     first = next(line for line in lines if line.startswith("step 1"))
+    assert "step 1: I will write the notes first." in first  # streamed as it was written
     assert "1,234 tokens (1,200 in, 34 out)" in first and "$" in first
     call = next(line for line in lines if "→ write_file(" in line)
     assert 'path="notes.txt", content="line of notes' in call and "…" in call and len(call) < 110

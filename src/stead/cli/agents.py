@@ -9,10 +9,12 @@ from pathlib import Path
 from rich.status import Status
 
 from ..journal import Event, Kind
+from ..livetext import CHANNEL, Piece
 from ..runtime.activation import Outcome
 from ..runtime.runtime import Runtime
 from ..spec import load_spec
 from ..state import State
+from ..summaries import shown
 from .common import (
     describe_stop,
     emit_json,
@@ -94,17 +96,33 @@ def _run(rt: Runtime, agent_id: str, args: argparse.Namespace) -> int:
         outcome = rt.run(agent_id, max_steps=max_steps, record_model=record)
     else:
         quiet = bool(getattr(args, "quiet", False))
+        said = [""]  # the words of the answer the next decision is made of
         with Status(f"running {agent_id}", console=err) as status:
+
+            def heard(piece: Piece) -> None:
+                if piece.done:
+                    said[0] = piece.text
+                tail = " ".join(piece.text.split())[-70:]
+                status.update(f"running {agent_id}: {shown(tail)}")
 
             def progress(events: Sequence[Event]) -> None:
                 for ev in events:
                     if ev.kind == Kind.DECISION:
                         status.update(f"running {agent_id}: step {ev.data['step']}")
                     if not quiet:
-                        for line in step_lines(ev):
+                        for line in step_lines(ev, said[0]):
                             err.print(line)
+                    if ev.kind in (Kind.DECISION, Kind.ANSWER_REFUSED):
+                        said[0] = ""
 
-            outcome = rt.run(agent_id, max_steps=max_steps, on_commit=progress, record_model=record)
+            unwatch = CHANNEL.watch(agent_id, heard) if not quiet else None
+            try:
+                outcome = rt.run(
+                    agent_id, max_steps=max_steps, on_commit=progress, record_model=record
+                )
+            finally:
+                if unwatch is not None:
+                    unwatch()
     return _report(outcome, as_json)
 
 

@@ -89,11 +89,12 @@ def action_text(action: Mapping[str, Any]) -> str:
     return f"{kind} {clip(compact(carried), ARGS_WIDTH)}" if carried else kind
 
 
-def step_lines(ev: Event) -> list[Text]:
-    """The progress lines of one committed event (none for the bookkeeping ones)."""
+def step_lines(ev: Event, said: str = "") -> list[Text]:
+    """The progress lines of one committed event (none for the bookkeeping ones);
+    ``said`` is what the model wrote as it made the decision (streamed, not journaled)."""
     d = ev.data
     if ev.kind == Kind.DECISION:
-        words = str(d.get("text") or "").strip()
+        words = str(d.get("text") or said or "").strip()
         head = f"step {d.get('step')}" + (f": {clip(words, WORDS_WIDTH)}" if words else "")
         cost = usage_text(d.get("usage"))
         lines = [Text(head + (f"  [{cost}]" if cost else ""), style="bold")]

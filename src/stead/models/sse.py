@@ -134,6 +134,8 @@ def openai_body(events: list[Event]) -> dict[str, Any]:
                 function = piece.get("function") or {}
                 call["function"]["name"] += str(function.get("name") or "")
                 call["function"]["arguments"] += str(function.get("arguments") or "")
+    if not any(isinstance(data, dict) and data.get("choices") for _, data in events):
+        raise ValueError("a stream with no chunk of the answer")
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(content) or None,
