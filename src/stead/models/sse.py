@@ -37,23 +37,29 @@ class Events:
     def __init__(self, on_event: Callable[[Event], None] | None = None) -> None:
         self.events: list[Event] = []
         self._on_event = on_event
-        self._pending = b""
+        self._pending: list[bytes] = []
         self._name = ""
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> None:
-        self._pending += chunk
-        *lines, self._pending = (
-            self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        )
+        if b"\n" not in chunk and b"\r" not in chunk:
+            self._pending.append(chunk)  # a long line: kept in pieces, joined once
+            return
+        data = b"".join([*self._pending, chunk])
+        held = data.endswith(b"\r")  # its \n may be the next chunk's first byte
+        if held:
+            data = data[:-1]
+        *lines, rest = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._pending = [rest + b"\r"] if held else [rest]
         for line in lines:
             self._line(line.decode("utf-8", "replace"))
 
     def close(self) -> list[Event]:
         """Every event of the stream, the last one ended by the stream's end."""
-        if self._pending:
-            self._line(self._pending.decode("utf-8", "replace"))
-            self._pending = b""
+        last = b"".join(self._pending).rstrip(b"\r")
+        if last:
+            self._line(last.decode("utf-8", "replace"))
+        self._pending = []
         self._line("")
         return self.events
 
