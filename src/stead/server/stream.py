@@ -3,7 +3,10 @@
 Each event is sent as it is committed: ``id`` is its sequence number,
 ``event`` its kind and ``data`` its JSON, so a client that reconnects with
 ``Last-Event-ID`` (every browser's ``EventSource`` does) gets what came after,
-and nothing twice. The stream looks at the store twice a second and sends a
+and nothing twice. What the agent's model is writing, while it streams in
+this process (a worker of ``stead serve``'s own), is sent as ``event: text``
+with the text so far and no ``id`` (:mod:`stead.livetext`): it is no journal
+event, and resuming stays the journal's. The stream looks at the store twice a second and sends a
 comment every 15 seconds when nothing happens, so proxies keep it open; it
 ends when the client goes, or when its credential does: the token (or the
 page's session) is looked at again every :data:`RECHECK_SECONDS`, so a revoked
@@ -15,6 +18,7 @@ server's connections and store reads as many times as it likes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -23,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from ..livetext import CHANNEL, Piece
 from .app import Call
 from .errors import problem
 from .schemas import whole
@@ -57,6 +62,13 @@ def _start(call: Call) -> int:
     return whole(given, "Last-Event-ID (or ?after=), an event's sequence number,")
 
 
+def _text_frame(piece: Piece) -> str:
+    """The model's text so far, as an event with no ``id``: it is not the journal's,
+    so a client's ``Last-Event-ID`` still names the last journal event it had."""
+    body = json.dumps({"agent_id": piece.agent_id, "text": piece.text, "done": piece.done})
+    return f"event: text\ndata: {body}\n\n"
+
+
 def stream(call: Call) -> Any:
     agent_id = call.params["agent_id"]
     after = _start(call)
@@ -77,26 +89,41 @@ def stream(call: Call) -> Any:
     async def frames() -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         seq, quiet, checked = after, 0.0, loop.time()
-        yield "retry: 2000\n\n"
-        while True:
-            if loop.time() - checked >= RECHECK_SECONDS:
-                if not await run_in_threadpool(call.alive):
-                    yield ": the token was revoked or the session ended\n\n"
-                    return
-                checked = loop.time()
-            page = await run_in_threadpool(read, seq)
-            for ev in page:
-                body = json.dumps(ev.to_json(), sort_keys=True, ensure_ascii=False)
-                yield f"id: {ev.seq}\nevent: {ev.kind}\ndata: {body}\n\n"
-                seq = ev.seq
-            if len(page) == _BATCH:
-                continue
-            if page:
-                quiet = 0.0
-            elif quiet >= KEEPALIVE_SECONDS:
-                yield ": still here\n\n"
-                quiet = 0.0
-            await asyncio.sleep(POLL_SECONDS)
-            quiet += POLL_SECONDS
+        latest: list[Piece] = []  # the newest piece of text only: a slow client skips
+        arrived = asyncio.Event()
+
+        def heard(piece: Piece) -> None:  # on the model's thread
+            latest[:] = [piece]
+            loop.call_soon_threadsafe(arrived.set)
+
+        unwatch = CHANNEL.watch(agent_id, heard)
+        try:
+            yield "retry: 2000\n\n"
+            while True:
+                if loop.time() - checked >= RECHECK_SECONDS:
+                    if not await run_in_threadpool(call.alive):
+                        yield ": the token was revoked or the session ended\n\n"
+                        return
+                    checked = loop.time()
+                page = await run_in_threadpool(read, seq)
+                for ev in page:
+                    body = json.dumps(ev.to_json(), sort_keys=True, ensure_ascii=False)
+                    yield f"id: {ev.seq}\nevent: {ev.kind}\ndata: {body}\n\n"
+                    seq = ev.seq
+                if len(page) == _BATCH:
+                    continue
+                if latest:
+                    yield _text_frame(latest.pop())
+                if page:
+                    quiet = 0.0
+                elif quiet >= KEEPALIVE_SECONDS:
+                    yield ": still here\n\n"
+                    quiet = 0.0
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), POLL_SECONDS)
+                arrived.clear()
+                quiet += POLL_SECONDS
+        finally:
+            unwatch()
 
     return _Following(frames(), lambda: call.server.streams.give_back(token_id))
