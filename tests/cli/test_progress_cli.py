@@ -130,6 +130,28 @@ def test_quiet_and_json_print_no_steps(tmp_path: Path, capsys: pytest.CaptureFix
     assert "step 1" in got.err and '→ write_file(content="A", path="a")' in got.err
 
 
+def test_what_a_tool_wrote_is_shown_escaped_never_obeyed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = f"sqlite:///{tmp_path / 'db' / 's.db'}"
+    hostile = "\x1b[2J[red]cleared[/red]\u202eexe.txt"
+    spec = scripted_spec(
+        tmp_path,
+        [
+            {"tool": "write_file", "args": {"path": "a", "content": hostile}},
+            {"tool": "read_file", "args": {"path": "a"}},
+            {"finish": "ok"},
+        ],
+    )
+    assert main(["run", str(spec), "--store", store, "--id", "ag_esc"]) == 0
+    run_err = capsys.readouterr().err
+    assert main(["trace", "ag_esc", "--store", store]) == 0
+    trace_out = capsys.readouterr().out
+    for text in (run_err, trace_out):
+        assert "\x1b" not in text and "\u202e" not in text
+        assert "\\x1b[2J[red]cleared[/red]\\u202e" in text  # as written, escaped
+
+
 def test_ls_never_cuts_an_agent_id_at_80_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
