@@ -57,6 +57,7 @@ from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, NoModel, Outcome
 from .authority import AuthorityActions
+from .ending import EndingActions
 from .heartbeat import Heartbeats
 from .leases import person
 from .recovery import recover
@@ -65,7 +66,7 @@ from .steps import Machine, answer_inline, step_machine
 RESOLUTIONS = ("done", "retry", "abort")
 
 
-class Runtime(AuthorityActions):
+class Runtime(AuthorityActions, EndingActions):
     """Agents in one store; workspaces under ``data_dir``, blobs there or at ``blobs`` (a URL)."""
 
     def __init__(
@@ -252,13 +253,16 @@ class Runtime(AuthorityActions):
     # -- people's inputs --------------------------------------------------------
 
     @contextlib.contextmanager
-    def hold(self, agent_id: str, tools: Mapping[str, Tool] | None = None) -> Iterator[Activation]:
+    def hold(
+        self, agent_id: str, tools: Mapping[str, Tool] | None = None, *, force: bool = False
+    ) -> Iterator[Activation]:
         """The agent's lease, held for a short piece of work that asks no model.
 
         People's inputs, hibernation, restores and rollbacks go through the lease
         like a worker's writes, so they can never interleave with a running step.
         ``tools`` are those the work may call (a rollback's compensations), in
-        this runtime's sandbox.
+        this runtime's sandbox. ``force`` takes the lease from a live holder (a
+        cancel): its epoch is raised, so the holder's next write is refused.
         """
         record = self.store.get_record(agent_id)
         act = Activation(
@@ -272,7 +276,7 @@ class Runtime(AuthorityActions):
             sandbox=self.sandbox,
             vault=self.vault,  # to check and sign the agent's anchor, if it has a key
         )
-        act.acquire()
+        act.acquire(force=force)
         try:
             yield act
         finally:

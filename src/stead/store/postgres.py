@@ -95,6 +95,7 @@ from .base import (
     renewal_refused,
     wake_at,
 )
+from .deletion import SqlDeletion
 from .postgres_migrations import (
     INDEXED_KINDS,
     INDEXED_SQL,
@@ -113,8 +114,10 @@ _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeou
 _EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch"
 
 
-class PostgresStore(PostgresRows, SqlTokenRows):
+class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows):
     """A store in one PostgreSQL schema, shared by every worker that names it."""
+
+    MARK = "%s"
 
     schema_version = len(MIGRATIONS)
     _param = "%s"

@@ -56,6 +56,7 @@ from .base import (
     renewal_refused,
     wake_at,
 )
+from .deletion import SqlDeletion
 from .sqlite_migrations import MIGRATIONS, apply_migrations
 from .tokens import SqlTokenRows
 
@@ -78,7 +79,7 @@ def _no_store(path: Path) -> StoreUnusable:
     return StoreUnusable(f"there is no store at {path}; check --store (or $STEAD_STORE)")
 
 
-class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
+class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, Store):
     """A store in one SQLite file."""
 
     schema_version = len(MIGRATIONS)
