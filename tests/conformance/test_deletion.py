@@ -5,12 +5,11 @@ and a live lease refuses it."""
 from __future__ import annotations
 
 import pytest
+from tests.conformance.test_store_conformance import T0, TTL, commit_batches, create
 
 from stead.errors import LeaseHeld, NotFound
 from stead.store.base import Store
 from stead.store.scoped import TenantStore
-
-from tests.conformance.test_store_conformance import T0, TTL, commit_batches, create
 
 
 def test_deleting_an_agent_removes_its_rows_and_no_one_else_s(store: Store) -> None:
