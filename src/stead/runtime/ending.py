@@ -86,3 +86,10 @@ class EndingActions:
             act.emit_event(NewEvent(Kind.STATUS_CHANGED, said))
             act.flush()
             return act.state
+
+
+def cancelled_state(store: Store, agent_id: str) -> State | None:
+    """The agent's state if a person cancelled it (what a worker whose writes were
+    refused reports), else None."""
+    state = store.load_state(agent_id)
+    return state if state.status == CANCELLED else None

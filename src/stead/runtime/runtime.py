@@ -1,9 +1,8 @@
 """The runtime: one object that creates, runs, messages and repairs agents.
 
-It ties a store, a blob store and a workspace root together. Each run of an
-agent is a fresh :class:`~stead.runtime.activation.Activation` under the agent's
-lease; the runtime itself keeps nothing agent-specific between calls.
-"""
+It ties a store, a blob store and a workspace root together. Each run of an agent
+is a fresh :class:`~stead.runtime.activation.Activation` under the agent's lease;
+the runtime itself keeps nothing agent-specific between calls."""
 
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from ..errors import (
     NotFound,
     ResolveError,
     SecretError,
+    StaleEpoch,
     SteadError,
     ToolError,
     UsageError,
@@ -57,7 +57,7 @@ from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, NoModel, Outcome
 from .authority import AuthorityActions
-from .ending import EndingActions
+from .ending import EndingActions, cancelled_state
 from .heartbeat import Heartbeats
 from .leases import person
 from .recovery import recover
@@ -243,7 +243,12 @@ class Runtime(AuthorityActions, EndingActions):
                 if act.state.is_final or act.state.status == "hibernated":
                     return Outcome(act.state, 0)
                 restored = recover(act, new_id("act", self.clock, act.rng))
-                steps = yield from step_machine(act, max_steps, stop)
+                try:
+                    steps = yield from step_machine(act, max_steps, stop)
+                except StaleEpoch:  # taken from it: by a person's cancel, it ends here
+                    if (ended := cancelled_state(self.store, agent_id)) is None:
+                        raise
+                    return Outcome(ended, 0, restored)
                 return Outcome(act.state, steps, restored)
         finally:
             act.release()
@@ -259,10 +264,9 @@ class Runtime(AuthorityActions, EndingActions):
         """The agent's lease, held for a short piece of work that asks no model.
 
         People's inputs, hibernation, restores and rollbacks go through the lease
-        like a worker's writes, so they can never interleave with a running step.
-        ``tools`` are those the work may call (a rollback's compensations), in
-        this runtime's sandbox. ``force`` takes the lease from a live holder (a
-        cancel): its epoch is raised, so the holder's next write is refused.
+        like a worker's writes, so they never interleave with a running step.
+        ``tools`` are those it may call (a rollback's compensations); ``force``
+        takes the lease from a live holder, whose next write is refused (a cancel).
         """
         record = self.store.get_record(agent_id)
         act = Activation(
