@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import EXIT_COMPLETED, emit_json, err, runtime_for, wants_json
+from ..state import FINAL_STATUSES
+from ..store.collect import GRACE, collect
+from .common import EXIT_COMPLETED, emit_json, err, runtime_for, seconds, tenant_of, wants_json
 
 
 def register(
@@ -29,6 +31,29 @@ def register(
         help="write its signed archive to FILE first (nothing is deleted if that fails)",
     )
     p.set_defaults(func=cmd_rm)
+    p = sub.add_parser(
+        "gc",
+        parents=[common],
+        help="delete finished agents past a retention, then blobs nothing refers to",
+    )
+    p.add_argument(
+        "--finished-older-than",
+        type=days,
+        default=None,
+        metavar="DAYS",
+        help="first delete agents finished (completed, failed, cancelled, moved) more than "
+        "DAYS ago; by default no agent is deleted",
+    )
+    p.add_argument(
+        "--grace",
+        type=seconds,
+        default=GRACE,
+        metavar="SECONDS",
+        help=f"spare blobs stored less than this long ago (default {GRACE:.0f}: a day), "
+        "which a step may be about to name",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
+    p.set_defaults(func=cmd_gc)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -54,4 +79,41 @@ def cmd_rm(args: argparse.Namespace) -> int:
             "content nothing else refers to",
             markup=False,
         )
+    return EXIT_COMPLETED
+
+
+def days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not 0 <= value <= 36500:
+        raise argparse.ArgumentTypeError("DAYS is from 0 to 36500")
+    return value * 86400
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    tenant = tenant_of(args)
+    with runtime_for(args) as rt:
+        retired: list[str] = []
+        if args.finished_older_than is not None:
+            if args.dry_run:
+                cutoff = rt.clock.now() - args.finished_older_than
+                retired = [a.agent_id for a in rt.store.list_agents(tenant)
+                           if a.status in FINAL_STATUSES and a.updated_at < cutoff]  # fmt: skip
+            else:
+                retired = rt.retire_finished(args.finished_older_than, tenant)
+        done = collect(rt.store, rt.blob_backend, rt.clock.now(), args.grace, args.dry_run,
+                       tenants=None if tenant is None else [tenant])  # fmt: skip
+    if wants_json(args):
+        emit_json({"agents": retired, "blobs": done.blobs, "bytes": done.bytes,
+                   "kept": done.kept, "dry_run": args.dry_run})  # fmt: skip
+        return EXIT_COMPLETED
+    verb = "would delete" if args.dry_run else "deleted"
+    err.print(
+        f"{verb} {len(retired)} finished agent{'s' if len(retired) != 1 else ''} and "
+        f"{done.blobs} blob{'s' if done.blobs != 1 else ''} ({done.bytes:,} bytes); "
+        f"{done.kept} blob{'s' if done.kept != 1 else ''} kept",
+        markup=False,
+    )
     return EXIT_COMPLETED

@@ -19,6 +19,7 @@ Its content in the blob store goes at the next collection (``stead gc``).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -30,7 +31,7 @@ from ..errors import LeaseHeld, UsageError
 from ..integrity.workhead import record_path
 from ..journal import Kind, NewEvent
 from ..sandbox.workspace import Workspace
-from ..state import State
+from ..state import FINAL_STATUSES, State
 from ..store.base import Store
 from .activation import Activation
 
@@ -46,6 +47,19 @@ class EndingActions:
     clock: Clock
     workspace: Callable[[str, str], Workspace]
     export: Callable[..., dict[str, Any]]
+
+    def retire_finished(self, older_than: float, tenant: str | None = None) -> list[str]:
+        """Delete every finished agent (completed, failed, cancelled, moved) whose last
+        change is more than ``older_than`` seconds ago; the ids deleted. One held
+        at the moment is left for the next time."""
+        cutoff = self.clock.now() - older_than
+        gone = []
+        for summary in self.store.list_agents(tenant):
+            if summary.status in FINAL_STATUSES and summary.updated_at < cutoff:
+                with contextlib.suppress(LeaseHeld):
+                    self.delete(summary.agent_id)
+                    gone.append(summary.agent_id)
+        return gone
 
     def delete(self, agent_id: str, export_to: Path | None = None) -> dict[str, Any]:
         """Delete the agent: its rows, then its workspace; with ``export_to``, its

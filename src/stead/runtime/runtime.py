@@ -90,7 +90,7 @@ class Runtime(AuthorityActions, EndingActions):
             data_dir = tempfile.mkdtemp(prefix="stead-")
         self.data_dir = Path(data_dir)
         keep(self.data_dir)  # nothing is imported from it, nor a workspace seeded from it
-        self._blobs = open_blobs(blobs, self.data_dir / "blobs")  # see stead.store.blob_url
+        self.blob_backend = open_blobs(blobs, self.data_dir / "blobs")  # stead.store.blob_url
         self.clock = clock or SystemClock()
         self.lease_ttl = lease_ttl
         self.sandbox = sandbox
@@ -106,14 +106,14 @@ class Runtime(AuthorityActions, EndingActions):
 
     def close(self) -> None:
         self.store.close()
-        self._blobs.close()
+        self.blob_backend.close()
 
     def workspace(self, agent_id: str, tenant: str) -> Workspace:
         return Workspace(self.data_dir / "workspaces" / tenant / agent_id, self.blobs(tenant))
 
     def blobs(self, tenant: str) -> Blobs:
         """A tenant's own blob store: no tenant can name another's content."""
-        return self._blobs.tenant(tenant)
+        return self.blob_backend.tenant(tenant)
 
     # -- creating -------------------------------------------------------------
 

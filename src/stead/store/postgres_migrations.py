@@ -202,6 +202,13 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE anchors ADD COLUMN IF NOT EXISTS spec_hash TEXT NOT NULL DEFAULT '';
     ALTER TABLE anchors ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;
     """,
+    # 5: when each blob was last stored, so that a collection (stead gc) spares blobs
+    # written moments ago that the commit naming them has not yet stored; blobs
+    # stored before count as stored now
+    """
+    ALTER TABLE blobs ADD COLUMN stored_at DOUBLE PRECISION NOT NULL
+        DEFAULT extract(epoch FROM now());
+    """,
 ]
 
 
