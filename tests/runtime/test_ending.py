@@ -9,6 +9,7 @@ import pytest
 from stead import Runtime
 from stead.errors import GovernanceError, LeaseHeld, NotFound, UsageError
 from stead.sandbox.secrets import new_key
+from stead.snapshots import retention
 from stead.snapshots.hibernation import hibernate
 
 from .conftest import make_agent
@@ -60,7 +61,7 @@ def test_deleting_an_agent_removes_it_and_its_workspace_after_an_export(
     root = runtime.workspace(agent_id, "default").root
     assert (root / "out.txt").exists()
     archive = tmp_path / "kept.stead"
-    done = runtime.delete(agent_id, archive)
+    done = retention.delete(runtime, agent_id, archive)
     assert done["exported"] == str(archive) and archive.stat().st_size > 0
     assert not root.exists()
     with pytest.raises(NotFound):
@@ -74,8 +75,8 @@ def test_deleting_an_agent_removes_it_and_its_workspace_after_an_export(
 def test_an_agent_held_by_a_worker_is_not_deleted(runtime: Runtime, tmp_path: Path) -> None:
     agent_id = make_agent(runtime, tmp_path, [{"finish": "ok"}])
     with runtime.hold(agent_id), pytest.raises(LeaseHeld, match="stead cancel"):
-        runtime.delete(agent_id)
+        retention.delete(runtime, agent_id)
     assert runtime.store.get_record(agent_id).agent_id == agent_id
-    runtime.delete(agent_id)
+    retention.delete(runtime, agent_id)
     with pytest.raises(NotFound):
-        runtime.delete(agent_id)
+        retention.delete(runtime, agent_id)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from stead import Runtime
 from stead.cli.main import main
+from stead.snapshots import retention
 from stead.snapshots.hibernation import hibernate
 from stead.store.sqlite import SqliteStore
 
@@ -71,7 +72,7 @@ def test_gc_deletes_finished_agents_past_retention_and_only_content_no_one_names
     assert _blobs(tmp_path) == before
 
     rt = Runtime(SqliteStore(tmp_path / "s.db"), tmp_path / "data")
-    rt.delete(gone)
+    retention.delete(rt, gone)
     rt.close()
     done = _gc(tmp_path, "--grace", "0")
     assert done["agents"] == [] and done["blobs"] == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..state import FINAL_STATUSES
-from ..store.collect import GRACE, collect
+from ..snapshots import retention
+from ..store.collect import GRACE
 from .common import EXIT_COMPLETED, emit_json, err, runtime_for, seconds, tenant_of, wants_json
 
 
@@ -69,7 +69,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_rm(args: argparse.Namespace) -> int:
     with runtime_for(args) as rt:
-        done = rt.delete(args.agent_id, args.export)
+        done = retention.delete(rt, args.agent_id, args.export)
     if wants_json(args):
         emit_json(done)
     else:
@@ -93,27 +93,17 @@ def days(text: str) -> float:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    tenant = tenant_of(args)
     with runtime_for(args) as rt:
-        retired: list[str] = []
-        if args.finished_older_than is not None:
-            if args.dry_run:
-                cutoff = rt.clock.now() - args.finished_older_than
-                retired = [a.agent_id for a in rt.store.list_agents(tenant)
-                           if a.status in FINAL_STATUSES and a.updated_at < cutoff]  # fmt: skip
-            else:
-                retired = rt.retire_finished(args.finished_older_than, tenant)
-        done = collect(rt.store, rt.blob_backend, rt.clock.now(), args.grace, args.dry_run,
-                       tenants=None if tenant is None else [tenant])  # fmt: skip
+        done = retention.gc(rt, args.finished_older_than, args.grace, args.dry_run, tenant_of(args))
     if wants_json(args):
-        emit_json({"agents": retired, "blobs": done.blobs, "bytes": done.bytes,
-                   "kept": done.kept, "dry_run": args.dry_run})  # fmt: skip
+        emit_json(done)
         return EXIT_COMPLETED
     verb = "would delete" if args.dry_run else "deleted"
+    agents, blobs, kept = len(done["agents"]), done["blobs"], done["kept"]
     err.print(
-        f"{verb} {len(retired)} finished agent{'s' if len(retired) != 1 else ''} and "
-        f"{done.blobs} blob{'s' if done.blobs != 1 else ''} ({done.bytes:,} bytes); "
-        f"{done.kept} blob{'s' if done.kept != 1 else ''} kept",
+        f"{verb} {agents} finished agent{'s' if agents != 1 else ''} and {blobs} "
+        f"blob{'s' if blobs != 1 else ''} ({done['bytes']:,} bytes); {kept} "
+        f"blob{'s' if kept != 1 else ''} kept",
         markup=False,
     )
     return EXIT_COMPLETED

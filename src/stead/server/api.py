@@ -22,6 +22,7 @@ from ..destinations import provider_hosts
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..governance.grants import NETWORK
 from ..integrity.audit import audit
+from ..snapshots import retention
 from ..spec import AgentSpec, parse_spec
 from ..state import State
 from ..store.base import AgentSummary
@@ -224,7 +225,7 @@ def cancel(call: Call) -> Any:
 
 def delete(call: Call) -> Any:
     """Delete the agent; ``GET .../export`` first keeps its archive."""
-    return call.rt.delete(call.params["agent_id"])
+    return retention.delete(call.rt, call.params["agent_id"])
 
 
 def approvals(call: Call) -> Any:

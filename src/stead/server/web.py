@@ -41,6 +41,7 @@ from ..errors import NotFound, SteadError, UsageError
 from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..journal import Kind
+from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
 from ..summaries import shown
@@ -255,7 +256,7 @@ def routes(server: Server) -> list[Route]:
         agent_id = request.path_params["agent_id"]
         if request.state.form.get("confirm", "") != agent_id:
             raise UsageError("to delete the agent, type its id to confirm")
-        done = server.runtime(token).delete(agent_id)
+        done = retention.delete(server.runtime(token), agent_id)
         return RedirectResponse(f"/?deleted={quote(done['agent_id'])}", status_code=303)
 
     def clear(request: Request, session: Session, token: TokenRecord) -> Response:
