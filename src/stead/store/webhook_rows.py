@@ -321,12 +321,12 @@ def sql_enqueue(db: Any, param: str, tenant: str, notices: Sequence[Notice]) -> 
     rows = outbox_rows(tenant, notices, [(h, tuple(loads(e))) for h, e in found])
     if rows:
         marks = ", ".join([param] * 8)
-        db.executemany(
-            "INSERT INTO webhook_outbox (msg_id, hook_id, tenant, event, body, created_at, "
-            f"next_at, state) VALUES ({marks})",
-            [(r.msg_id, r.hook_id, r.tenant, r.event, r.body, r.created_at, r.next_at, r.state)
-             for r in rows],
-        )  # fmt: skip
+        for r in rows:  # a few at most: one per interested webhook
+            db.execute(
+                "INSERT INTO webhook_outbox (msg_id, hook_id, tenant, event, body, created_at, "
+                f"next_at, state) VALUES ({marks})",
+                (r.msg_id, r.hook_id, r.tenant, r.event, r.body, r.created_at, r.next_at, r.state),
+            )
 
 
 class SqlWebhookRows(WebhookRows):
