@@ -159,7 +159,8 @@ class Deliverer:
             return None, str(exc)[:500], time.monotonic() - started
         except httpx.TimeoutException:
             return None, f"no answer within {self.settings.timeout:g}s", time.monotonic() - started
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.StreamError, OSError, ValueError) as exc:
+            # one receiver's failure is that row's attempt, never the pass's end
             what = str(exc) or type(exc).__name__
             return None, f"{type(exc).__name__}: {what}"[:500], time.monotonic() - started
 

@@ -36,7 +36,7 @@ from ..ids import new_id
 from ..notices import Notice
 
 SQLITE_CREATE = """
-    CREATE TABLE webhooks (
+    CREATE TABLE IF NOT EXISTS webhooks (
         hook_id    TEXT PRIMARY KEY,
         tenant     TEXT NOT NULL,
         url        TEXT NOT NULL,
@@ -44,8 +44,8 @@ SQLITE_CREATE = """
         secret     TEXT NOT NULL,
         created_at REAL NOT NULL
     );
-    CREATE INDEX webhooks_tenant ON webhooks (tenant, hook_id);
-    CREATE TABLE webhook_outbox (
+    CREATE INDEX IF NOT EXISTS webhooks_tenant ON webhooks (tenant, hook_id);
+    CREATE TABLE IF NOT EXISTS webhook_outbox (
         msg_id      TEXT PRIMARY KEY,
         hook_id     TEXT NOT NULL,
         tenant      TEXT NOT NULL,
@@ -61,9 +61,9 @@ SQLITE_CREATE = """
         last_error  TEXT NOT NULL DEFAULT '',
         done_at     REAL
     );
-    CREATE INDEX webhook_outbox_due ON webhook_outbox (state, next_at);
-    CREATE INDEX webhook_outbox_hook ON webhook_outbox (hook_id, msg_id);
-    CREATE TABLE webhook_attempts (
+    CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (state, next_at);
+    CREATE INDEX IF NOT EXISTS webhook_outbox_hook ON webhook_outbox (hook_id, msg_id);
+    CREATE TABLE IF NOT EXISTS webhook_attempts (
         msg_id  TEXT NOT NULL,
         attempt INTEGER NOT NULL,
         hook_id TEXT NOT NULL,
@@ -73,7 +73,7 @@ SQLITE_CREATE = """
         seconds REAL NOT NULL,
         PRIMARY KEY (msg_id, attempt)
     );
-    CREATE INDEX webhook_attempts_hook ON webhook_attempts (hook_id, at);
+    CREATE INDEX IF NOT EXISTS webhook_attempts_hook ON webhook_attempts (hook_id, at);
 """
 POSTGRES_CREATE = (
     SQLITE_CREATE.replace("TEXT", 'TEXT COLLATE "C"')
