@@ -204,16 +204,12 @@ class WebhookRows(abc.ABC):
         """Remove a webhook with its outbox and attempts; False if there was none."""
 
     @abc.abstractmethod
-    def claim_deliveries(
-        self, claim: str, now: float, hold: float, limit: int
-    ) -> list[OutboxRow]:
+    def claim_deliveries(self, claim: str, now: float, hold: float, limit: int) -> list[OutboxRow]:
         """Claim up to ``limit`` pending rows due at ``now`` that no live claim holds,
         for ``hold`` seconds, as ``claim``; oldest due first."""
 
     @abc.abstractmethod
-    def settle_delivery(
-        self, claim: str, attempt: Attempt, state: str, next_at: float
-    ) -> bool:
+    def settle_delivery(self, claim: str, attempt: Attempt, state: str, next_at: float) -> bool:
         """Record ``attempt`` and leave its row ``state`` (pending: due at ``next_at``),
         if ``claim`` still holds it; False (nothing changed) if it does not."""
 
@@ -268,9 +264,7 @@ class MemoryWebhookRows(WebhookRows):
             self._attempts = [a for a in self._attempts if a.hook_id != hook_id]
             return True
 
-    def claim_deliveries(
-        self, claim: str, now: float, hold: float, limit: int
-    ) -> list[OutboxRow]:
+    def claim_deliveries(self, claim: str, now: float, hold: float, limit: int) -> list[OutboxRow]:
         with self._hook_lock:
             due = sorted(
                 (r for r in self._outbox.values()
@@ -282,12 +276,14 @@ class MemoryWebhookRows(WebhookRows):
                 self._claims[r.msg_id] = (claim, now + hold)
             return due
 
-    def settle_delivery(
-        self, claim: str, attempt: Attempt, state: str, next_at: float
-    ) -> bool:
+    def settle_delivery(self, claim: str, attempt: Attempt, state: str, next_at: float) -> bool:
         with self._hook_lock:
             row = self._outbox.get(attempt.msg_id)
-            if row is None or row.state != "pending" or self._claims.get(row.msg_id, ("", 0.0))[0] != claim:
+            if (
+                row is None
+                or row.state != "pending"
+                or self._claims.get(row.msg_id, ("", 0.0))[0] != claim
+            ):
                 return False
             del self._claims[row.msg_id]
             done = attempt.at if state != "pending" else None
@@ -382,9 +378,7 @@ class SqlWebhookRows(WebhookRows):
                 db.execute(self._q(f"DELETE FROM {table} WHERE hook_id = ?"), (hook_id,))
             return bool(gone.rowcount == 1)
 
-    def claim_deliveries(
-        self, claim: str, now: float, hold: float, limit: int
-    ) -> list[OutboxRow]:
+    def claim_deliveries(self, claim: str, now: float, hold: float, limit: int) -> list[OutboxRow]:
         with self._tx() as db:
             rows = db.execute(
                 self._q(
@@ -397,9 +391,7 @@ class SqlWebhookRows(WebhookRows):
             ).fetchall()
         return sorted((_row(r) for r in rows), key=lambda r: (r.next_at, r.msg_id))
 
-    def settle_delivery(
-        self, claim: str, attempt: Attempt, state: str, next_at: float
-    ) -> bool:
+    def settle_delivery(self, claim: str, attempt: Attempt, state: str, next_at: float) -> bool:
         done = attempt.at if state != "pending" else None
         with self._tx() as db:
             row = db.execute(
