@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.postgres import postgres_store
 
 from stead.clock import FakeClock
 from stead.journal import Kind, NewEvent
@@ -21,6 +20,7 @@ from stead.store.base import AgentRecord, Store
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
 from stead.store.webhook_rows import WebhookRows
+from tests.postgres import postgres_store
 
 from .receiver import receiver, verify
 

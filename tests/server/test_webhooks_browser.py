@@ -34,7 +34,8 @@ def site(tmp_path: Path) -> Iterator[tuple[Site, dict[str, str]]]:
     specs.mkdir()
     write_spec(specs, "writer", [WRITE, {"finish": "wrote out.txt"}], autonomy="act_with_approval")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
-    env |= {"PYTHONPATH": f"{REPO / 'src'}:{REPO}", "STEAD_STORE": f"sqlite:///{tmp_path / 'stead.db'}",
+    env |= {"PYTHONPATH": f"{REPO / 'src'}:{REPO}",
+            "STEAD_STORE": f"sqlite:///{tmp_path / 'stead.db'}",
             "STEAD_SECRET_KEY": base64.b64encode(os.urandom(32)).decode(),
             "STEAD_WEBHOOK_ALLOW": "127.0.0.1"}  # fmt: skip
     tokens = {

@@ -104,8 +104,9 @@ def described(rows: WebhookRows, record: WebhookRecord) -> dict[str, Any]:
     last = None
     if latest:
         r = latest[0]
-        last = {"msg_id": r.msg_id, "event": r.event, "state": r.state, "attempts": r.attempts,
-                "code": r.last_code, "error": r.last_error, "at": r.done_at or r.created_at}  # fmt: skip
+        last = {"msg_id": r.msg_id, "event": r.event, "state": r.state,
+                "attempts": r.attempts, "code": r.last_code, "error": r.last_error,
+                "at": r.done_at or r.created_at}  # fmt: skip
     return {"hook_id": record.hook_id, "url": record.url, "events": list(record.events),
             "created_at": record.created_at,
             "secret_sealed": not record.secret.startswith("plain:"), "last": last}  # fmt: skip

@@ -16,7 +16,8 @@ HOOK = answer({"hook_id": ID, "url": TEXT, "events": {"type": "array", "items": 
 NEW_HOOK = answer({"hook_id": ID, "url": TEXT, "events": {"type": "array", "items": TEXT},
                    "secret": TEXT})  # fmt: skip
 HISTORY = answer({"hook_id": ID, "deliveries": {"type": "array", "items": OBJECT},
-                  "attempts": {"type": "array", "items": OBJECT}}, required=["hook_id"])  # fmt: skip
+                  "attempts": {"type": "array", "items": OBJECT}},
+                 required=["hook_id"])  # fmt: skip
 
 
 def list_hooks(call: Call) -> Any:
