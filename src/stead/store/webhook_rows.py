@@ -379,6 +379,17 @@ class SqlWebhookRows(WebhookRows):
             return bool(gone.rowcount == 1)
 
     def claim_deliveries(self, claim: str, now: float, hold: float, limit: int) -> list[OutboxRow]:
+        with self._token_read() as db:
+            # a worker asks every pass: with nothing due, no write transaction is begun
+            due = db.execute(
+                self._q(
+                    "SELECT 1 FROM webhook_outbox WHERE state = 'pending' AND next_at <= ? "
+                    "AND (claim_until IS NULL OR claim_until <= ?) LIMIT 1"
+                ),
+                (now, now),
+            ).fetchone()
+        if due is None:
+            return []
         with self._tx() as db:
             rows = db.execute(
                 self._q(
