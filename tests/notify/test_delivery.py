@@ -160,3 +160,37 @@ def test_the_signature_matches_the_standard_webhooks_example() -> None:
     body = b'{"test": 2432232314}'
     got = sign(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
     assert got == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def test_the_operator_sets_when_a_notice_is_given_up() -> None:
+    from stead.errors import UsageError
+    from stead.notify.deliverer import settings_from_env
+
+    assert settings_from_env({}).give_up_after == 3 * 86400
+    assert settings_from_env({"STEAD_WEBHOOK_GIVE_UP_AFTER": "3600"}).give_up_after == 3600
+    for bad in ("soon", "5", "nan", "1e12"):
+        with pytest.raises(UsageError, match="STEAD_WEBHOOK_GIVE_UP_AFTER"):
+            settings_from_env({"STEAD_WEBHOOK_GIVE_UP_AFTER": bad})
+
+
+def test_the_readmes_verifying_snippet_accepts_a_delivery_and_refuses_a_forgery() -> None:
+    import time
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("**Verifying a delivery.**", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, object] = {}
+    exec(code, scope)
+    check = scope["verify"]
+    assert callable(check)
+    secret, body, now = "whsec_" + "c2VjcmV0LWtleS1mb3ItdGVzdHM=", b'{"type":"agent.failed"}', int(
+        time.time())  # fmt: skip
+    headers = {"webhook-id": "msg_1", "webhook-timestamp": str(now),
+               "webhook-signature": sign(secret, "msg_1", now, body)}  # fmt: skip
+    assert check(secret, headers, body)
+    assert not check(secret, headers, body + b" ")
+    assert not check(secret, {**headers, "webhook-id": "msg_2"}, body)
+    old = now - 3600
+    stale = {**headers, "webhook-timestamp": str(old),
+             "webhook-signature": sign(secret, "msg_1", old, body)}  # fmt: skip
+    assert not check(secret, stale, body)

@@ -12,7 +12,8 @@ webhook's pinned address (:mod:`.addresses`) with Standard Webhooks headers
 * anything else (another status, a redirect, which is never followed, no
   answer in time, an address refused): tried again after an exponential
   backoff with jitter from a seeded random, until the row is older than
-  :attr:`Settings.give_up_after` (3 days by default), when it is marked failed.
+  :attr:`Settings.give_up_after` (3 days by default; the operator's
+  :data:`GIVE_UP_ENV`), when it is marked failed.
 
 Each try is recorded (the status or what failed, and how long it took), and
 the row keeps its id, which is every try's ``webhook-id``: delivery is at
@@ -22,9 +23,10 @@ timeouts and only the first :data:`READ_LIMIT` bytes of an answer are read.
 
 from __future__ import annotations
 
+import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -32,7 +34,7 @@ import httpx
 
 from .. import __version__
 from ..clock import Clock
-from ..errors import SecretError, SteadError
+from ..errors import SecretError, SteadError, UsageError
 from ..ids import new_id
 from ..sandbox.secrets import load_key
 from ..store.webhook_rows import Attempt, OutboxRow, WebhookRecord, WebhookRows
@@ -56,6 +58,27 @@ class Settings:
     threads: int = 4
     first_delay: float = 5.0
     max_delay: float = 6 * 3600.0
+
+
+GIVE_UP_ENV = "STEAD_WEBHOOK_GIVE_UP_AFTER"
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    """The default :class:`Settings`, with the age a notice is given up at from
+    :data:`GIVE_UP_ENV` (seconds), when the operator set it."""
+    text = (os.environ if environ is None else environ).get(GIVE_UP_ENV, "").strip()
+    if not text:
+        return Settings()
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 60 <= seconds <= 90 * 86400:
+        raise UsageError(
+            f"{GIVE_UP_ENV} is seconds between 60 and {90 * 86400} (e.g. 259200 for 3 days), "
+            f"not {text!r}"
+        )
+    return Settings(give_up_after=seconds)
 
 
 @dataclass(slots=True)
@@ -92,7 +115,7 @@ class Deliverer:
     ) -> None:
         self.store = store
         self.clock = clock
-        self.settings = settings or Settings()
+        self.settings = settings or settings_from_env()
         self.allow = tuple(addresses.allowed_networks() if allow is None else allow)
         self.key = key
         self.rng = rng or random.Random()
