@@ -134,3 +134,47 @@ def fail(store: MemoryStore) -> None:
         at=T0,
     )
     store.commit(state, [NewEvent(Kind.STATUS_CHANGED, {"status": "failed"})], epoch=0, at=T0)
+
+
+def test_a_receiver_trickling_its_answer_does_not_hold_the_pass() -> None:
+    """A receiver that sends its headers a byte at a time, each within the read
+    timeout, would hold a try for hours; the pass ends in bounded time anyway, the
+    row unsettled (its claim lapses and a later pass tries again)."""
+    import socket
+    import threading
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        with conn:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while not stop.is_set():
+                try:
+                    conn.sendall(b"a")
+                except OSError:
+                    return
+                time.sleep(0.1)
+
+    threading.Thread(target=trickle, daemon=True).start()
+    store = MemoryStore()
+    store.put_webhook(WebhookRecord("whk_1", "t1", f"http://127.0.0.1:{port}/in", ("failed",),
+                                    "plain:whsec_AAAA", T0))  # fmt: skip
+    fail(store)
+    d = Deliverer(store, FakeClock(T0 + 5), settings=Settings(timeout=0.3, hold=60),
+                  allow=allowed_networks("127.0.0.1"), rng=random.Random(1))  # fmt: skip
+    started = time.monotonic()
+    try:
+        report = d.deliver_due()
+        took = time.monotonic() - started
+        assert took < 3, f"the pass took {took:.1f}s"
+        assert report.delivered == report.retrying == report.failed == []
+        assert store.attempts("whk_1") == [] and store.outbox("whk_1")[0].state == "pending"
+    finally:
+        stop.set()
+        d.close()
+        listener.close()

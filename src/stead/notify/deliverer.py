@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import httpx
@@ -49,7 +50,8 @@ class Settings:
     """How deliveries are made (the defaults suit a server; tests shorten them)."""
 
     timeout: float = 10.0
-    """Seconds to connect, and between bytes of the answer; a whole try is cut at twice it."""
+    """Seconds to connect, and between bytes of the answer; a pass waits for its tries
+    about twice this per try and thread, then leaves a try that still runs."""
     give_up_after: float = 3 * 86400.0
     """A row older than this after a failed try is marked failed."""
     hold: float = 120.0
@@ -124,24 +126,51 @@ class Deliverer:
             transport=transport, follow_redirects=False, trust_env=False,
             timeout=httpx.Timeout(self.settings.timeout),
         )  # fmt: skip
+        self._pool = ThreadPoolExecutor(self.settings.threads, thread_name_prefix="webhook")
+        self._lock = threading.Lock()
+        self._busy = 0  # tries running now, some perhaps held by a receiver past the pass
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
     def deliver_due(self, now: float | None = None) -> DeliveryReport:
         """Claim the rows due at ``now`` (default: the clock's), post them, settle them."""
         now = self.clock.now() if now is None else now
-        claim = new_id("clm", self.clock)
-        rows = self.store.claim_deliveries(claim, now, self.settings.hold, self.settings.batch)
         report = DeliveryReport()
+        with self._lock:
+            free = self.settings.threads - self._busy
+        if free <= 0:
+            return report  # every thread is held by a receiver; their claims lapse
+        claim = new_id("clm", self.clock)
+        limit = min(self.settings.batch, free * 4)
+        rows = self.store.claim_deliveries(claim, now, self.settings.hold, limit)
         if not rows:
             return report
         hooks = {r.hook_id: self.store.get_webhook(r.hook_id) for r in rows}
-        with ThreadPoolExecutor(max_workers=min(self.settings.threads, len(rows))) as pool:
-            tries = list(pool.map(lambda r: self._try(r, hooks.get(r.hook_id)), rows))
-        for row, (code, error, seconds) in zip(rows, tries, strict=True):
-            self._settle(claim, row, code, error, seconds, report)
+        tries: dict[Future[tuple[int | None, str, float]], OutboxRow] = {
+            self._pool.submit(self._counted, r, hooks.get(r.hook_id)): r for r in rows
+        }
+        # a pass ends in bounded time, whatever a receiver does: a try still running
+        # then (a receiver trickling its headers) is left to end on its own and is
+        # not settled, so its claim lapses and a later pass tries the row again
+        done, late = wait(tries, timeout=len(rows) / free * 2 * self.settings.timeout + 1)
+        for future in late:
+            future.cancel()  # not started yet: never sent
+        for future, row in tries.items():
+            if future in done:
+                code, error, seconds = future.result()
+                self._settle(claim, row, code, error, seconds, report)
         return report
+
+    def _counted(self, row: OutboxRow, hook: WebhookRecord | None) -> tuple[int | None, str, float]:
+        with self._lock:
+            self._busy += 1
+        try:
+            return self._try(row, hook)
+        finally:
+            with self._lock:
+                self._busy -= 1
 
     def _settle(
         self,
