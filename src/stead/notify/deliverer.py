@@ -50,12 +50,12 @@ class Settings:
     """How deliveries are made (the defaults suit a server; tests shorten them)."""
 
     timeout: float = 10.0
-    """Seconds to connect, and between bytes of the answer; a pass waits for its tries
-    about twice this per try and thread, then leaves a try that still runs."""
+    """Seconds to connect, and between bytes of the answer; a pass waits three times this
+    for each try a thread has, then leaves a try that still runs."""
     give_up_after: float = 3 * 86400.0
     """A row older than this after a failed try is marked failed."""
-    hold: float = 120.0
-    """How long a claim lasts: longer than a try can take."""
+    hold: float = 300.0
+    """How long a claim lasts: longer than a pass waits for its tries (12 timeouts)."""
     batch: int = 20
     threads: int = 4
     first_delay: float = 5.0
@@ -154,7 +154,8 @@ class Deliverer:
         # a pass ends in bounded time, whatever a receiver does: a try still running
         # then (a receiver trickling its headers) is left to end on its own and is
         # not settled, so its claim lapses and a later pass tries the row again
-        done, late = wait(tries, timeout=len(rows) / free * 2 * self.settings.timeout + 1)
+        rounds = -(-len(rows) // free)  # each thread's share of the rows, rounded up
+        done, late = wait(tries, timeout=rounds * 3 * self.settings.timeout + 1)
         for future in late:
             future.cancel()  # not started yet: never sent
         for future, row in tries.items():
