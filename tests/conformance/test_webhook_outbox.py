@@ -136,3 +136,26 @@ def test_hooks_are_listed_per_tenant_and_removed_with_their_rows(store: Store) -
     assert w.get_webhook("whk_1") is None and w.outbox("whk_1") == []
     assert w.attempts("whk_1") == []
     assert [h.hook_id for h in w.list_webhooks()] == ["whk_2"]
+
+
+def test_deliverers_claiming_at_once_get_different_rows(store: Store) -> None:
+    import threading
+
+    w = rows(store)
+    w.put_webhook(hook("whk_1"))
+    for i in range(12):
+        create_and_fail(store, f"ag_{i:02d}")
+    start = threading.Barrier(3)
+    got: dict[str, list[str]] = {}
+
+    def claimer(name: str) -> None:
+        start.wait()
+        got[name] = [r.msg_id for r in w.claim_deliveries(name, T0 + 10, 60, 8)]
+
+    threads = [threading.Thread(target=claimer, args=(f"clm_{n}",)) for n in "abc"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    claimed = [m for ids in got.values() for m in ids]
+    assert len(claimed) == len(set(claimed)) == 12, got
