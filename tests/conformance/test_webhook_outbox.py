@@ -159,3 +159,22 @@ def test_deliverers_claiming_at_once_get_different_rows(store: Store) -> None:
         t.join(timeout=30)
     claimed = [m for ids in got.values() for m in ids]
     assert len(claimed) == len(set(claimed)) == 12, got
+
+
+def test_settled_rows_are_forgotten_once_old_and_pending_ones_never(store: Store) -> None:
+    w = rows(store)
+    w.put_webhook(hook("whk_1"))
+    for i in range(3):
+        create_and_fail(store, f"ag_{i}")
+    a, b, c = w.claim_deliveries("clm_a", T0 + 5, 60, 10)
+    w.settle_delivery("clm_a", Attempt(a.msg_id, 1, "whk_1", T0 + 6, 200, "", 0.1),
+                      "delivered", T0 + 6)  # fmt: skip
+    w.settle_delivery("clm_a", Attempt(b.msg_id, 1, "whk_1", T0 + 100, None, "x", 0.1),
+                      "failed", T0 + 100)  # fmt: skip
+    w.settle_delivery("clm_a", Attempt(c.msg_id, 1, "whk_1", T0 + 7, 500, "x", 0.1),
+                      "pending", T0 + 7)  # fmt: skip
+    assert w.prune_deliveries(T0 + 50) == 1
+    assert {r.msg_id for r in w.outbox("whk_1")} == {b.msg_id, c.msg_id}
+    assert {x.msg_id for x in w.attempts("whk_1")} == {b.msg_id, c.msg_id}
+    assert w.prune_deliveries(T0 + 10**6) == 1
+    assert [r.msg_id for r in w.outbox("whk_1")] == [c.msg_id]

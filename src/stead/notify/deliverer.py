@@ -17,7 +17,8 @@ webhook's pinned address (:mod:`.addresses`) with Standard Webhooks headers
 
 Each try is recorded (the status or what failed, and how long it took), and
 the row keeps its id, which is every try's ``webhook-id``: delivery is at
-least once, and a receiver drops the repeats by that id. Requests have bounded
+least once, and a receiver drops the repeats by that id. Rows delivered or failed are
+forgotten :attr:`Settings.keep_for` (30 days) later. Requests have bounded
 timeouts and only the first :data:`READ_LIMIT` bytes of an answer are read.
 """
 
@@ -60,6 +61,8 @@ class Settings:
     threads: int = 4
     first_delay: float = 5.0
     max_delay: float = 6 * 3600.0
+    keep_for: float = 30 * 86400.0
+    """Rows delivered or failed are forgotten (with their attempts) this long after."""
 
 
 GIVE_UP_ENV = "STEAD_WEBHOOK_GIVE_UP_AFTER"
@@ -129,6 +132,7 @@ class Deliverer:
         self._pool = ThreadPoolExecutor(self.settings.threads, thread_name_prefix="webhook")
         self._lock = threading.Lock()
         self._busy = 0  # tries running now, some perhaps held by a receiver past the pass
+        self._next_prune = 0.0
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -138,6 +142,9 @@ class Deliverer:
         """Claim the rows due at ``now`` (default: the clock's), post them, settle them."""
         now = self.clock.now() if now is None else now
         report = DeliveryReport()
+        if now >= self._next_prune:
+            self._next_prune = now + 3600.0  # an hour apart: a delete over an index
+            self.store.prune_deliveries(now - self.settings.keep_for)
         with self._lock:
             free = self.settings.threads - self._busy
         if free <= 0:

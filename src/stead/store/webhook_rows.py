@@ -218,6 +218,10 @@ class WebhookRows(abc.ABC):
         """The webhook's rows, newest first."""
 
     @abc.abstractmethod
+    def prune_deliveries(self, before: float) -> int:
+        """Forget rows delivered or failed before ``before``, with their attempts; how many."""
+
+    @abc.abstractmethod
     def attempts(self, hook_id: str, limit: int = 20) -> list[Attempt]:
         """The webhook's attempts, newest first."""
 
@@ -298,6 +302,14 @@ class MemoryWebhookRows(WebhookRows):
         with self._hook_lock:
             rows = [r for r in self._outbox.values() if r.hook_id == hook_id]
         return sorted(rows, key=lambda r: r.msg_id, reverse=True)[:limit]
+
+    def prune_deliveries(self, before: float) -> int:
+        with self._hook_lock:
+            gone = {k for k, r in self._outbox.items()
+                    if r.state != "pending" and r.done_at is not None and r.done_at < before}  # fmt: skip
+            self._outbox = {k: r for k, r in self._outbox.items() if k not in gone}
+            self._attempts = [a for a in self._attempts if a.msg_id not in gone]
+            return len(gone)
 
     def attempts(self, hook_id: str, limit: int = 20) -> list[Attempt]:
         with self._hook_lock:
@@ -433,6 +445,19 @@ class SqlWebhookRows(WebhookRows):
                 (hook_id, limit),
             ).fetchall()
         return [_row(r) for r in rows]
+
+    def prune_deliveries(self, before: float) -> int:
+        done = "state <> 'pending' AND done_at < ?"
+        with self._tx() as db:
+            db.execute(
+                self._q(
+                    "DELETE FROM webhook_attempts WHERE msg_id IN "
+                    f"(SELECT msg_id FROM webhook_outbox WHERE {done})"
+                ),
+                (before,),
+            )
+            gone = db.execute(self._q(f"DELETE FROM webhook_outbox WHERE {done}"), (before,))
+            return int(gone.rowcount)
 
     def attempts(self, hook_id: str, limit: int = 20) -> list[Attempt]:
         with self._token_read() as db:
