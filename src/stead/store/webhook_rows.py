@@ -305,8 +305,11 @@ class MemoryWebhookRows(WebhookRows):
 
     def prune_deliveries(self, before: float) -> int:
         with self._hook_lock:
-            gone = {k for k, r in self._outbox.items()
-                    if r.state != "pending" and r.done_at is not None and r.done_at < before}  # fmt: skip
+            gone = {
+                k
+                for k, r in self._outbox.items()
+                if r.state != "pending" and r.done_at is not None and r.done_at < before
+            }
             self._outbox = {k: r for k, r in self._outbox.items() if k not in gone}
             self._attempts = [a for a in self._attempts if a.msg_id not in gone]
             return len(gone)
