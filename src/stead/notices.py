@@ -12,7 +12,9 @@ Four things are told:
 * ``needs_attention``, ``completed``, ``failed`` (types ``agent.needs_attention``,
   ``agent.completed``, ``agent.failed``): the agent's status became that one
   with this commit. A status passed through and left within one commit (one
-  step) is not told; the commit's resulting status is.
+  step) is not told; the commit's resulting status is. A restore from
+  hibernation tells nothing of the status it brings back (it was told when
+  first reached).
 
 The body follows the Standard Webhooks shape: ``{"type", "timestamp", "data"}``.
 What an agent wrote (a reason, a call's arguments) is shown with control
@@ -99,7 +101,10 @@ def notices(events: Sequence[Event], before: str, state: State) -> list[Notice]:
         data = {**_agent(state), "reason": _cut(str(d.get("reason", "")), REASON_CHARS),
                 "approval": approval, "seq": ev.seq}  # fmt: skip
         out.append(Notice("approval_requested", ev.at, _body("approval_requested", ev.at, data)))
-    if events and state.status != before and state.status in TOLD_STATUSES:
+    # a restore brings a hibernated agent back to the status it slept in, which was
+    # told when it was reached: "hibernated" before says nothing of it
+    woken = any(ev.kind == Kind.RESTORED for ev in events)
+    if events and not woken and state.status != before and state.status in TOLD_STATUSES:
         last = events[-1]
         data = {**_agent(state), "reason": _cut(state.status_reason, REASON_CHARS),
                 "previous_status": before, "seq": last.seq}  # fmt: skip

@@ -178,3 +178,20 @@ def test_settled_rows_are_forgotten_once_old_and_pending_ones_never(store: Store
     assert {x.msg_id for x in w.attempts("whk_1")} == {b.msg_id, c.msg_id}
     assert w.prune_deliveries(T0 + 10**6) == 1
     assert [r.msg_id for r in w.outbox("whk_1")] == [c.msg_id]
+
+
+def test_a_restore_does_not_tell_again_the_status_the_agent_slept_in(store: Store) -> None:
+    w = rows(store)
+    w.put_webhook(hook("whk_1"))
+    state = create(store, "ag_1")
+    attention = NewEvent(Kind.STATUS_CHANGED, {"status": "needs_attention", "reason": "look"})
+    _, state = store.commit(state, [attention], epoch=0, at=T0 + 1)
+    slept = NewEvent(Kind.HIBERNATED, {
+        "snapshot_id": "snap_1", "manifest": {}, "manifest_digest": "d" * 64, "files": 0,
+        "bytes": 0, "stored_bytes": 0, "reason": "idle"})  # fmt: skip
+    _, state = store.commit(state, [slept], epoch=0, at=T0 + 2)
+    assert state.status == "hibernated"
+    woke = NewEvent(Kind.RESTORED, {"snapshot_id": "snap_1", "by": "host:1:2"})
+    _, state = store.commit(state, [woke], epoch=0, at=T0 + 3)
+    assert state.status == "needs_attention"
+    assert [r.event for r in w.outbox("whk_1")] == ["needs_attention"]
