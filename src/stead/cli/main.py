@@ -38,6 +38,7 @@ from . import (
     agents,
     demo,
     doctor,
+    ending,
     governance,
     hibernation,
     inspect,
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.register(sub, common)
     inspect.register(sub, common)
     work.register(sub, common)
+    ending.register(sub, common)
     governance.register(sub, common)
     integrity.register(sub, common)
     hibernation.register(sub, common)

@@ -22,6 +22,7 @@ from ..destinations import provider_hosts
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..governance.grants import NETWORK
 from ..integrity.audit import audit
+from ..snapshots import retention
 from ..spec import AgentSpec, parse_spec
 from ..state import State
 from ..store.base import AgentSummary
@@ -39,6 +40,7 @@ from .schemas import (
     ID,
     NEW_AGENT,
     OBJECT,
+    TEXT,
     listing,
     strict,
     whole,
@@ -216,6 +218,16 @@ def _run_quietly(rt: Any, agent_id: str) -> None:
         _log.warning("agent %s, run at a request, stopped: %s", agent_id, exc)
 
 
+def cancel(call: Call) -> Any:
+    """End the agent for good, whatever it is doing (:mod:`stead.runtime.ending`)."""
+    return brief(call.rt.cancel(call.params["agent_id"], call.body["reason"]))
+
+
+def delete(call: Call) -> Any:
+    """Delete the agent; ``GET .../export`` first keeps its archive."""
+    return retention.delete(call.rt, call.params["agent_id"])
+
+
 def approvals(call: Call) -> Any:
     return [{"agent_id": agent, **a} for agent, a in call.rt.pending_approvals(call.token.tenant)]
 
@@ -287,6 +299,12 @@ ENDPOINTS = [
                                                     "maxLength": 65536}}, required=["text"])),
     Endpoint("POST", "/v1/agents/{agent_id}/run", "operate", "Run an agent on the server",
              run, strict({"agent_id": ID, "running": {"type": "boolean"}}), status=202),
+    Endpoint("POST", "/v1/agents/{agent_id}/cancel", "operate", "Cancel an agent for good",
+             cancel, NEW_AGENT, body=strict({"reason": {"type": "string", "minLength": 1,
+                                                      "maxLength": 4096}}, required=["reason"])),
+    Endpoint("DELETE", "/v1/agents/{agent_id}", "govern", "Delete an agent and its workspace",
+             delete, strict({"agent_id": ID, "tenant": ID, "name": TEXT,
+                             "exported": {"type": "null"}})),
     Endpoint("GET", "/v1/agents/{agent_id}/audit", "read", "Verify an agent's journal",
              audit_agent, AUDIT),
     Endpoint("POST", "/v1/agents/{agent_id}/grants", "govern", "Add a grant to an agent's scope",

@@ -42,6 +42,7 @@ from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..journal import Kind
 from ..notify import hooks
+from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
 from ..summaries import shown
@@ -203,7 +204,8 @@ def routes(server: Server) -> list[Route]:
         listed = [a for a in shown if wanted in (None, a.status)]
         pending = rt.pending_approvals(token.tenant)
         return _page("agents.html", token=token, session=session, agents=listed,
-                     status=wanted, pending=len(pending))  # fmt: skip
+                     status=wanted, pending=len(pending),
+                     deleted=request.query_params.get("deleted"))  # fmt: skip
 
     def agent(request: Request, session: Session, token: TokenRecord) -> Response:
         rt = server.runtime(token)
@@ -224,6 +226,8 @@ def routes(server: Server) -> list[Route]:
                      events=events, approvals=mine, validity=VALIDITY, kinds=KINDS,
                      scope=scope, snapshots=rt.store.list_snapshots(agent_id),
                      certificate=certificate, can_answer=auth.allows(token.role, "approve"),
+                     can_cancel=auth.allows(token.role, "operate") and not state.is_final,
+                     can_delete=auth.allows(token.role, "govern"),
                      now=rt.clock.now())  # fmt: skip
 
     def event(request: Request, session: Session, token: TokenRecord) -> Response:
@@ -237,6 +241,24 @@ def routes(server: Server) -> list[Route]:
         return _page("event.html", token=token, session=session, agent_id=agent_id,
                      event=found[0], line=describe(found[0]),
                      lineage=graph.lineage(seq), impact=graph.impact(seq))  # fmt: skip
+
+    def cancel(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "operate"):
+            return _page("error.html", 403, message=f"A {token.role} cannot cancel agents.",
+                         token=token, session=session)  # fmt: skip
+        agent_id = request.path_params["agent_id"]
+        server.runtime(token).cancel(agent_id, str(request.state.form.get("reason", "")))
+        return RedirectResponse(f"/agents/{agent_id}", status_code=303)
+
+    def delete(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "govern"):
+            return _page("error.html", 403, message=f"A {token.role} cannot delete agents.",
+                         token=token, session=session)  # fmt: skip
+        agent_id = request.path_params["agent_id"]
+        if request.state.form.get("confirm", "") != agent_id:
+            raise UsageError("to delete the agent, type its id to confirm")
+        done = retention.delete(server.runtime(token), agent_id)
+        return RedirectResponse(f"/?deleted={quote(done['agent_id'])}", status_code=303)
 
     def clear(request: Request, session: Session, token: TokenRecord) -> Response:
         if not auth.allows(token.role, "approve"):
@@ -293,6 +315,8 @@ def routes(server: Server) -> list[Route]:
         Route("/", page(agents), methods=["GET"]),
         Route("/agents/{agent_id}", page(agent), methods=["GET"]),
         Route("/agents/{agent_id}/events/{seq:int}", page(event), methods=["GET"]),
+        Route("/agents/{agent_id}/cancel", page(cancel, post=True), methods=["POST"]),
+        Route("/agents/{agent_id}/delete", page(delete, post=True), methods=["POST"]),
         Route(
             "/agents/{agent_id}/violations/{vid}/clear", page(clear, post=True), methods=["POST"]
         ),

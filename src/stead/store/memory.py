@@ -42,6 +42,7 @@ from .base import (
     snapshot_made,
     wake_at,
 )
+from .deletion import not_found, refuse_if_held
 from .tokens import MemoryTokenRows
 from .webhook_rows import MemoryWebhookRows
 
@@ -261,6 +262,19 @@ class MemoryStore(MemoryTokenRows, MemoryWebhookRows, Store):
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._lock:
             return self._leases.get(agent_id)
+
+    def delete_agent(self, agent_id: str, now: float) -> None:
+        with self._lock:
+            if agent_id not in self._records:
+                raise not_found(agent_id)
+            refuse_if_held(self._leases.get(agent_id), now)
+            for rows in (self._records, self._states, self._updated, self._events,
+                         self._leases, self._signals, self._anchors, self._index):  # fmt: skip
+                rows.pop(agent_id, None)
+            for key in [k for k in self._secrets if k[1] == agent_id]:
+                del self._secrets[key]
+            for sid in [s for s, r in self._snapshots.items() if r.agent_id == agent_id]:
+                del self._snapshots[sid]
 
     def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
         with self._lock:

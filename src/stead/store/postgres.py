@@ -96,6 +96,7 @@ from .base import (
     renewal_refused,
     wake_at,
 )
+from .deletion import SqlDeletion
 from .postgres_migrations import (
     INDEXED_KINDS,
     INDEXED_SQL,
@@ -115,9 +116,10 @@ _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeou
 _EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch"
 
 
-class PostgresStore(PostgresRows, SqlTokenRows, SqlWebhookRows):
+class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     """A store in one PostgreSQL schema, shared by every worker that names it."""
 
+    MARK = "%s"
     _skip_locked = " FOR UPDATE SKIP LOCKED"
 
     schema_version = len(MIGRATIONS)

@@ -57,6 +57,7 @@ from .base import (
     renewal_refused,
     wake_at,
 )
+from .deletion import SqlDeletion
 from .sqlite_migrations import MIGRATIONS, apply_migrations
 from .tokens import SqlTokenRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
@@ -80,7 +81,7 @@ def _no_store(path: Path) -> StoreUnusable:
     return StoreUnusable(f"there is no store at {path}; check --store (or $STEAD_STORE)")
 
 
-class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebhookRows, Store):
+class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebhookRows, Store):
     """A store in one SQLite file."""
 
     schema_version = len(MIGRATIONS)

@@ -19,7 +19,7 @@ the ``webhook-id`` of every attempt, so a receiver can drop duplicates.
 These rows are the tenants' but not the agents': like API tokens they are not
 part of the tenant-narrowed :class:`~stead.store.base.Store` interface; each
 backend mixes in its :class:`WebhookRows`. Their tables are made by SQLite's
-migration 10 (:data:`SQLITE_CREATE`) and PostgreSQL's 5 (:data:`POSTGRES_CREATE`).
+migration 10 (:data:`SQLITE_CREATE`) and PostgreSQL's 6 (:data:`POSTGRES_CREATE`).
 """
 
 from __future__ import annotations
