@@ -228,6 +228,15 @@ def delete(call: Call) -> Any:
     return retention.delete(call.rt, call.params["agent_id"])
 
 
+def gc(call: Call) -> Any:
+    """The tenant's retention: its finished agents older than the body says, then the
+    blobs nothing of the tenant names (a day's grace)."""
+    days = call.body.get("finished_older_than_days")
+    return retention.gc(call.rt, None if days is None else float(days) * 86400,
+                        dry_run=bool(call.body.get("dry_run", False)),
+                        tenant=call.token.tenant)  # fmt: skip
+
+
 def approvals(call: Call) -> Any:
     return [{"agent_id": agent, **a} for agent, a in call.rt.pending_approvals(call.token.tenant)]
 
@@ -305,6 +314,13 @@ ENDPOINTS = [
     Endpoint("DELETE", "/v1/agents/{agent_id}", "govern", "Delete an agent and its workspace",
              delete, strict({"agent_id": ID, "tenant": ID, "name": TEXT,
                              "exported": {"type": "null"}})),
+    Endpoint("POST", "/v1/gc", "govern", "Delete old finished agents, collect unused blobs",
+             gc, strict({"agents": {"type": "array", "items": ID}, "blobs": {"type": "integer"},
+                         "bytes": {"type": "integer"}, "kept": {"type": "integer"},
+                         "dry_run": {"type": "boolean"}}),
+             body=strict({"finished_older_than_days": {"type": "number", "minimum": 0,
+                                                       "maximum": 36500},
+                          "dry_run": {"type": "boolean"}})),
     Endpoint("GET", "/v1/agents/{agent_id}/audit", "read", "Verify an agent's journal",
              audit_agent, AUDIT),
     Endpoint("POST", "/v1/agents/{agent_id}/grants", "govern", "Add a grant to an agent's scope",
