@@ -48,6 +48,7 @@ from . import (
     secret,
     selftest,
     serve,
+    webhook,
     work,
 )
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.register(sub, common)
     selftest.register(sub, common)
     demo.register(sub, common)
+    webhook.register(sub, common)
     return parser
 
 

@@ -41,6 +41,7 @@ from ..errors import NotFound, SteadError, UsageError
 from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..journal import Kind
+from ..notify import hooks
 from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
@@ -298,6 +299,10 @@ def routes(server: Server) -> list[Route]:
             rt.deny(approval_id, str(form.get("reason", "")))
         return RedirectResponse(f"/approvals?done={approval_id}", status_code=303)
 
+    def webhooks(request: Request, session: Session, token: TokenRecord) -> Response:
+        listed = hooks.listing(hooks.rows_of(server.store), token.tenant)
+        return _page("webhooks.html", token=token, session=session, webhooks=listed)
+
     def logout(request: Request, session: Session, token: TokenRecord) -> Response:
         sessions.close(request.cookies.get(COOKIE, ""))
         gone = RedirectResponse("/login", status_code=303)
@@ -317,5 +322,6 @@ def routes(server: Server) -> list[Route]:
         ),
         Route("/approvals", page(inbox), methods=["GET"]),
         Route("/approvals/{approval_id}/{verdict:str}", page(answer, post=True), methods=["POST"]),
+        Route("/webhooks", page(webhooks), methods=["GET"]),
         Route("/logout", page(logout, post=True), methods=["POST"]),
     ]

@@ -21,6 +21,7 @@ from ..errors import (
     StoreError,
 )
 from ..journal import Event, Kind
+from ..notices import notices
 from ..state import State
 from .anchors import Anchor, state_row
 from .base import (
@@ -43,17 +44,19 @@ from .base import (
 )
 from .deletion import not_found, refuse_if_held
 from .tokens import MemoryTokenRows
+from .webhook_rows import MemoryWebhookRows
 
 
 def _copy(value: Any) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemoryTokenRows, Store):
+class MemoryStore(MemoryTokenRows, MemoryWebhookRows, Store):
     """Keeps everything in dictionaries; lost when the process ends."""
 
     def __init__(self) -> None:
         MemoryTokenRows.__init__(self)
+        MemoryWebhookRows.__init__(self)
         self._lock = threading.RLock()
         self._records: dict[str, AgentRecord] = {}
         self._states: dict[str, str] = {}
@@ -152,12 +155,14 @@ class MemoryStore(MemoryTokenRows, Store):
             stored_version = len(self._events[agent_id])
             check_write(agent_id, epoch, current_epoch, expected_version, stored_version)
             snapshots = self._snapshot_changes(events, state.tenant)
+            before = self._index[agent_id][0]
             self._events[agent_id].extend(self._stored(e) for e in events)
             self._states[agent_id] = state_row(state, anchor)
             self._updated[agent_id] = at
             self._index[agent_id] = (state.status, wake_at(state))
             self._snapshots.update(snapshots)
             self._anchors[agent_id] = anchor
+            self._enqueue(state.tenant, notices(events, before, state))
 
     def get_anchor(self, agent_id: str) -> Anchor | None:
         self.get_record(agent_id)
