@@ -58,7 +58,7 @@ asking = providers.asking
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [
-        (lambda p: text_answer(p, "I think I am done."), "called no tool"),
+        (lambda p: text_answer(p, ""), "neither text nor a tool call"),
         (lambda p: tool_answer(p, ("rm_rf", {})), "there is no tool 'rm_rf'"),
         (lambda p: tool_answer(p, ("read_file", {"path": 3})), "do not fit its schema at path"),
         (lambda p: tool_answer(p, ("read_file", {})), "'path' is a required property"),
@@ -141,7 +141,7 @@ def test_unusable_answers_are_shown_back_then_stop_the_agent(
     tmp_path: Path, server: FakeServer, provider: str
 ) -> None:
     rt = runtime(tmp_path)
-    agent_id = agent(rt, tmp_path, provider, server.url, invalid_answers=3)
+    agent_id = agent(rt, tmp_path, provider, server.url, "refuse", invalid_answers=3)
     server.queue(
         text_answer(provider, "Sure, I will write the file."),
         tool_answer(provider, ("write_file", {"path": "hello.txt", "content": "hi"})),

@@ -33,6 +33,7 @@ from .bounded import bounded_client
 from .http import Attempt, Exchange, apost_json, post_json
 from .options import ModelOptions
 from .prices import spend_of
+from .speech import WHY_CAP
 
 SYSTEM_PROMPT = (
     "You are an autonomous agent run by stead, a durable agent runtime. Each turn "
@@ -236,12 +237,13 @@ class ProviderModel:
             ) from None
         usage = self.usage(tokens)
         try:
-            actions = actions_from_calls(calls, tools)
+            actions = actions_from_calls(calls, tools, text)
         except InvalidAnswer as exc:
             raise InvalidAnswer(
                 str(exc), answer=_answer_of(calls, text), attempts=exchange.attempts, usage=usage
             ) from None
-        return Decision(tuple(actions), usage=usage, attempts=attempts)
+        why = text[:WHY_CAP] if calls else ""
+        return Decision(tuple(actions), usage=usage, attempts=attempts, text=why)
 
     def usage(self, tokens: Mapping[str, int]) -> dict[str, float]:
         """Tokens in, out and cached, and what they cost at the model's price."""
