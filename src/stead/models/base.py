@@ -252,7 +252,16 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def parse_decision(item: Any, where: str) -> Decision:
-    """A decision from YAML: one action, ``tools: [...]``, or ``actions: [...]``."""
+    """A decision from YAML: one action, ``tools: [...]``, or ``actions: [...]``; with
+    ``actions`` or ``tools``, a ``text`` is what the model wrote beside its calls."""
+    text = ""
+    if (
+        isinstance(item, Mapping)
+        and "text" in item
+        and set(item) - {"text"} in ({"actions"}, {"tools"})
+    ):
+        text = str(item["text"] or "")
+        item = {k: v for k, v in item.items() if k != "text"}
     if isinstance(item, Mapping) and set(item) == {"actions"}:
         raw = item["actions"]
     elif isinstance(item, Mapping) and set(item) == {"tools"}:
@@ -266,4 +275,4 @@ def parse_decision(item: Any, where: str) -> Decision:
         for i, a in enumerate(actions):
             if a["type"] != "tool":
                 raise ScriptError(f"{where}, action {i + 1}: 'tools' lists only tool calls")
-    return Decision(actions)
+    return Decision(actions, text=text)

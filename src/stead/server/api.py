@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from ..destinations import provider_hosts
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..governance.grants import NETWORK
+from ..governance.inbox import explained
 from ..integrity.audit import audit
 from ..spec import AgentSpec, parse_spec
 from ..state import State
@@ -217,7 +218,8 @@ def _run_quietly(rt: Any, agent_id: str) -> None:
 
 
 def approvals(call: Call) -> Any:
-    return [{"agent_id": agent, **a} for agent, a in call.rt.pending_approvals(call.token.tenant)]
+    pending = explained(call.rt, call.rt.pending_approvals(call.token.tenant))
+    return [{"agent_id": agent, **a} for agent, a in pending]
 
 
 def approve(call: Call) -> Any:
