@@ -27,7 +27,10 @@ def not_found_hint(provider: str, base_url: str) -> str:
         fix = f"it should end in /v1 as {provider}'s own does ({DEFAULT_BASE_URLS[provider]})"
     else:
         fix = "check that the server serves this path and the model name"
-    return f"stead sent the request to {sent}; the base_url is what comes before the endpoint, so {fix}"
+    return (
+        f"stead sent the request to {sent}; the base_url is what comes before the "
+        f"endpoint, so {fix}"
+    )
 
 
 def with_hint(exc: ModelError, options: ModelOptions) -> ModelError:
