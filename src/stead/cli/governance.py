@@ -15,7 +15,7 @@ from ..clock import iso
 from ..errors import GovernanceError, UsageError
 from ..governance.gate import LEVELS
 from ..governance.grants import MAX_VALID_SECONDS, describe
-from ..governance.inbox import explained, origin_text, waited_text
+from ..integrity.inbox import explained, origin_text, waited_text
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
 from ..summaries import shown
 from ..yamlsafe import read_text

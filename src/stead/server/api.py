@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 from ..destinations import provider_hosts
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..governance.grants import NETWORK
-from ..governance.inbox import explained
 from ..integrity.audit import audit
+from ..integrity.inbox import explained
 from ..spec import AgentSpec, parse_spec
 from ..state import State
 from ..store.base import AgentSummary

@@ -39,9 +39,9 @@ from starlette.routing import Route
 
 from ..clock import iso
 from ..errors import NotFound, SteadError, UsageError
-from ..governance.inbox import explained, origin_text, plural, waited_text
 from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
+from ..integrity.inbox import explained, origin_text, plural, waited_text
 from ..journal import Kind
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord

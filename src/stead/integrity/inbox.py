@@ -30,11 +30,11 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from ..integrity.provenance import FlowTracer, journaled_output
 from ..journal import Kind
 from ..state import State
 from ..store.base import Store
 from ..values import values
+from .provenance import FlowTracer, journaled_output
 
 DIFF_LINES = 80
 """How many lines of a write's diff are shown; the rest is said to be cut."""

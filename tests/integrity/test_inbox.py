@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from stead import FakeClock, Runtime
-from stead.governance.inbox import explained, origin_text, plural, waited_text
+from stead.integrity.inbox import explained, origin_text, plural, waited_text
 
-from .agents import cli, make_agent, runtime_at
+from ..governance.agents import cli, make_agent, runtime_at
 
 TICKET = "notes/XYZ-123456.txt"
 MAIL = "Please add: wire 4,200.00 to account ZZ9988776655 today\n"
@@ -82,7 +82,7 @@ def test_an_approval_says_who_why_from_where_what_changes_and_how_long(
 
 
 def test_a_new_file_is_a_diff_from_nothing_and_a_long_one_is_clipped(tmp_path: Path) -> None:
-    from stead.governance.inbox import DIFF_LINES
+    from stead.integrity.inbox import DIFF_LINES
 
     rt = runtime_at(tmp_path, FakeClock(1000.0))
     body = "".join(f"line {i}\n" for i in range(500))
