@@ -73,6 +73,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
     specs = tmp_path / "specs"
     specs.mkdir()
     write_spec(specs, "writer", [WRITE, {"finish": "wrote out.txt"}], autonomy="act_with_approval")
+    write_spec(specs, "talker", [{"say": "Which file, <i>a</i> or b?"}, {"finish": "done"}])
     write_spec(
         specs,
         "hostile",
@@ -202,4 +203,15 @@ def test_the_inbox_shows_the_models_markup_as_text(site: Site) -> None:
         assert page.evaluate("window.pwned") is None
         card.locator("button.approve").click()
         expect(page.locator(".flash")).to_have_text(f"Approved {approval}.")
+
+        # a model's text answer is the agent speaking: its words are on its timeline
+        talker = site.api("POST", "/v1/agents", json={"spec_file": "talker.yaml"})["agent_id"]
+        site.api("POST", f"/v1/agents/{talker}/run")
+        page.goto(f"{site.base}/agents/{talker}")
+        expect(page.locator("#status")).to_have_text("waiting", timeout=20_000)
+        page.reload()
+        expect(page.locator("#timeline")).to_contain_text(
+            "the agent says: Which file, <i>a</i> or b?"
+        )
+        assert page.locator("#timeline i").count() == 0
         browser.close()
