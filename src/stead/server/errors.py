@@ -87,7 +87,6 @@ _ROUTES: list[tuple[re.Pattern[str], str]] = [
         (rf"`stead check {_ID}`", r"GET /v1/agents/\1/check"),
         (r"`stead model set`", "PUT /v1/agents/{agent_id}/model"),
         (r"`stead approve`", "POST /v1/approvals/{approval_id}/approve"),
-        (r"`stead secret set[^`]*`", "PUT /v1/secrets/{name}"),
         (r"`stead send`", "POST /v1/agents/{agent_id}/messages"),
     )
 ]
