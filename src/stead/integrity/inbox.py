@@ -32,7 +32,7 @@ from typing import Any
 
 from ..journal import Kind
 from ..state import State
-from ..store.base import Store
+from ..store.base import AgentRecord, Store
 from ..values import values
 from .provenance import FlowTracer, journaled_output
 
@@ -58,10 +58,11 @@ def explain(
     approval: Mapping[str, Any],
     now: float,
     policy_version: int,
+    known: tuple[AgentRecord, State] | None = None,
 ) -> dict[str, Any]:
-    """``approval`` with what a person needs to decide on it (see the module)."""
-    record = store.get_record(agent_id)
-    state = store.load_state(agent_id)
+    """``approval`` with what a person needs to decide on it (see the module);
+    ``known``: the agent's record and state, where the caller has them."""
+    record, state = known or (store.get_record(agent_id), store.load_state(agent_id))
     args = approval.get("args") if isinstance(approval.get("args"), Mapping) else {}
     asked_at = float(approval.get("requested_at") or now)
     held = int(approval.get("policy_version") or 0)
@@ -192,11 +193,15 @@ def explained(
     now = rt.clock.now()
     out = []
     versions: dict[str, int] = {}
+    agents: dict[str, tuple[AgentRecord, State]] = {}  # several approvals of one agent
     for agent_id, approval in pending:
-        tenant = rt.store.get_record(agent_id).tenant
+        if agent_id not in agents:
+            agents[agent_id] = (rt.store.get_record(agent_id), rt.store.load_state(agent_id))
+        tenant = agents[agent_id][0].tenant
         if tenant not in versions:
             policy = rt.store.get_policy(tenant)
             versions[tenant] = policy.version if policy is not None else 0
-        blobs = rt.blobs(tenant)
-        out.append((agent_id, explain(rt.store, blobs, agent_id, approval, now, versions[tenant])))
+        explanation = explain(rt.store, rt.blobs(tenant), agent_id, approval, now,
+                              versions[tenant], agents[agent_id])  # fmt: skip
+        out.append((agent_id, explanation))
     return out

@@ -217,7 +217,7 @@ def routes(server: Server) -> list[Route]:
         record = rt.store.get_record(agent_id)
         state = rt.store.load_state(agent_id)
         events = [describe(e) for e in rt.store.read_events(agent_id)]
-        mine = [a for _, a in rt.pending_approvals(token.tenant, agent_id)]
+        mine = [a for _, a in explained(rt, rt.pending_approvals(token.tenant, agent_id))]
         scope = rt.scope(agent_id)
         certificate = None
         if state.status == "completed":
