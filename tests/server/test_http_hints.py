@@ -40,3 +40,22 @@ def test_a_404_tells_the_api_route_not_a_command(
     assert got.status_code == 404, got.text
     message = got.json()["error"]["message"]
     assert route in message and "`stead" not in message
+
+
+def test_a_spec_over_http_may_say_what_a_text_answer_is(served: Served) -> None:
+    spec = {"name": "talker", "model": "openai:gpt-4o-mini", "on_text": "finish"}
+    got = served.call("POST", "/v1/agents", json={"spec": spec})
+    assert got.status_code == 201, got.text
+    bad = served.call("POST", "/v1/agents", json={"spec": {**spec, "on_text": "shout"}})
+    assert bad.status_code == 400 and "on_text" in bad.json()["error"]["message"]
+
+
+def test_the_api_lists_approvals_with_what_a_person_needs_to_decide(served: Served) -> None:
+    from .test_api import waiting_approval
+
+    agent_id, approval_id = waiting_approval(served)
+    (a,) = served.call("GET", "/v1/approvals", "acme", "viewer").json()
+    assert a["approval_id"] == approval_id and a["agent"]["id"] == agent_id
+    assert a["agent"]["name"] == "approver"
+    assert set(a["origins"]) == set(a["args"]) and a["change"].startswith("--- /dev/null")
+    assert a["valid"]["holds"] is True and a["waited"] >= 0
