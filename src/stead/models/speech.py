@@ -18,7 +18,6 @@ words rather than a call it made:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidAnswer
@@ -49,11 +48,3 @@ def spoken(decision: Decision, on_text: str | None) -> list[dict[str, Any]]:
         else:
             out.append({"type": "wait_for_input", "prompt": text, "said": True})
     return out
-
-
-def said_text(action: Mapping[str, Any]) -> str | None:
-    """The agent's words if ``action`` was a text answer, else None."""
-    if not action.get("said"):
-        return None
-    return str(action.get("prompt") if action.get("type") == "wait_for_input" else
-               action.get("summary") or "")  # fmt: skip
