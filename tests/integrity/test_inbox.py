@@ -23,12 +23,14 @@ WRITE = {
 }  # fmt: skip
 
 
-def waiting(tmp_path: Path, clock: FakeClock, **spec: Any) -> tuple[Runtime, str]:
+def waiting(
+    tmp_path: Path, clock: FakeClock, rt: Runtime | None = None, **spec: Any
+) -> tuple[Runtime, str]:
     project = tmp_path / "project"
     (project / "notes").mkdir(parents=True)
     (project / TICKET).write_text("old line\n", encoding="utf-8")
     (project / "mail.txt").write_text(MAIL, encoding="utf-8")
-    rt = runtime_at(tmp_path, clock)
+    rt = rt or runtime_at(tmp_path, clock)
     agent_id = make_agent(
         rt, tmp_path,
         [{"tool": "read_file", "args": {"path": "mail.txt"}}, WRITE, {"finish": "done"}],
@@ -121,3 +123,32 @@ def test_plurals() -> None:
     assert [plural(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
     assert [waited_text(s) for s in (1, 59, 60, 7200, 86400)] == [
         "1 second", "59 seconds", "1 minute", "2 hours", "1 day"]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+def test_the_explanation_is_the_same_on_every_store(tmp_path: Path, backend: str) -> None:
+    from contextlib import ExitStack
+
+    from stead.store.base import Store
+    from stead.store.memory import MemoryStore
+    from stead.store.sqlite import SqliteStore
+    from tests.postgres import postgres_store
+
+    clock = FakeClock(1_767_225_600.0)
+    with ExitStack() as cleanup:
+        store: Store
+        if backend == "memory":
+            store = MemoryStore()
+        elif backend == "sqlite":
+            store = SqliteStore(tmp_path / "other.db")
+        else:
+            store = cleanup.enter_context(postgres_store())
+        rt = Runtime(store, tmp_path / "data", clock=clock)
+        rt, _ = waiting(tmp_path, clock, rt, tool_autonomy={"write_file": "act_with_approval"})
+        clock.advance(3600)
+        ((_, a),) = explained(rt, rt.pending_approvals())
+        assert a["why"] == WRITE["text"] and a["origins"]["path"] == {"source": "person"}
+        assert a["origins"]["content"]["from"][0]["tool"] == "read_file"
+        assert "+wire 4,200.00 to account ZZ9988776655 today" in a["change"]
+        assert waited_text(a["waited"]) == "1 hour"
+        rt.close()
