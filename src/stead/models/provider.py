@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
 from .bounded import bounded_client
+from .endpoints import with_hint
 from .http import Attempt, Exchange, apost_json, post_json
 from .options import ModelOptions
 from .prices import spend_of
+from .speech import WHY_CAP
 
 SYSTEM_PROMPT = (
     "You are an autonomous agent run by stead, a durable agent runtime. Each turn "
@@ -185,17 +187,20 @@ class ProviderModel:
     def decide(self, context: RenderedContext) -> Decision:
         tools = offered_tools(context)
         kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
-        exchange: Exchange = post_json(
-            self._client,
-            self.endpoint(),
-            self.headers(),
-            self.request(context, tools),
-            service=f"{self.service} at {self.options.base_url}",
-            max_retries=self.options.max_retries,
-            rng=self._rng,
-            timeout=self.options.timeout,
-            **kwargs,
-        )
+        try:
+            exchange: Exchange = post_json(
+                self._client,
+                self.endpoint(),
+                self.headers(),
+                self.request(context, tools),
+                service=f"{self.service} at {self.options.base_url}",
+                max_retries=self.options.max_retries,
+                rng=self._rng,
+                timeout=self.options.timeout,
+                **kwargs,
+            )
+        except ModelError as exc:  # a 404: say what is wrong with the base_url
+            raise with_hint(exc, self.options) from None
         return self._decision(exchange, tools)
 
     async def adecide(self, context: RenderedContext, session: aiohttp.ClientSession) -> Decision:
@@ -210,17 +215,20 @@ class ProviderModel:
                 pause(seconds)
 
             kwargs["sleep"] = paused
-        exchange = await apost_json(
-            session,
-            self.endpoint(),
-            self.headers(),
-            self.request(context, tools),
-            service=f"{self.service} at {self.options.base_url}",
-            max_retries=self.options.max_retries,
-            rng=self._rng,
-            timeout=self.options.timeout,
-            **kwargs,
-        )
+        try:
+            exchange = await apost_json(
+                session,
+                self.endpoint(),
+                self.headers(),
+                self.request(context, tools),
+                service=f"{self.service} at {self.options.base_url}",
+                max_retries=self.options.max_retries,
+                rng=self._rng,
+                timeout=self.options.timeout,
+                **kwargs,
+            )
+        except ModelError as exc:
+            raise with_hint(exc, self.options) from None
         return self._decision(exchange, tools)
 
     def _decision(self, exchange: Exchange, tools: list[ToolSpec]) -> Decision:
@@ -236,12 +244,13 @@ class ProviderModel:
             ) from None
         usage = self.usage(tokens)
         try:
-            actions = actions_from_calls(calls, tools)
+            actions = actions_from_calls(calls, tools, text)
         except InvalidAnswer as exc:
             raise InvalidAnswer(
                 str(exc), answer=_answer_of(calls, text), attempts=exchange.attempts, usage=usage
             ) from None
-        return Decision(tuple(actions), usage=usage, attempts=attempts)
+        why = text[:WHY_CAP] if calls else ""
+        return Decision(tuple(actions), usage=usage, attempts=attempts, text=why)
 
     def usage(self, tokens: Mapping[str, int]) -> dict[str, float]:
         """Tokens in, out and cached, and what they cost at the model's price."""

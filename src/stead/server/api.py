@@ -22,6 +22,7 @@ from ..destinations import provider_hosts
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..governance.grants import NETWORK
 from ..integrity.audit import audit
+from ..integrity.inbox import explained
 from ..snapshots import retention
 from ..spec import AgentSpec, parse_spec
 from ..state import State
@@ -238,7 +239,8 @@ def gc(call: Call) -> Any:
 
 
 def approvals(call: Call) -> Any:
-    return [{"agent_id": agent, **a} for agent, a in call.rt.pending_approvals(call.token.tenant)]
+    pending = explained(call.rt, call.rt.pending_approvals(call.token.tenant))
+    return [{"agent_id": agent, **a} for agent, a in pending]
 
 
 def approve(call: Call) -> Any:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import secrets
 import threading
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from ..clock import iso
 from ..errors import NotFound, SteadError, UsageError
 from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
+from ..integrity.inbox import explained, origin_text, plural, waited_text
 from ..journal import Kind
 from ..notify import hooks
 from ..snapshots import retention
@@ -63,6 +65,11 @@ _TEMPLATES = Environment(
 )
 _TEMPLATES.filters["iso"] = iso
 _TEMPLATES.filters["shown"] = lambda text: shown(str(text))  # an agent's words, escapes visible
+_TEMPLATES.filters["plural"] = lambda n, word: plural(int(n), word)
+_TEMPLATES.filters["origin"] = lambda o: shown(origin_text(o))
+_TEMPLATES.filters["waited"] = waited_text
+# a value as JSON a person reads (autoescaped after, as any str): "<" stays "<", not \u003c
+_TEMPLATES.filters["pretty"] = lambda v: shown(json.dumps(v, indent=2, ensure_ascii=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +220,7 @@ def routes(server: Server) -> list[Route]:
         record = rt.store.get_record(agent_id)
         state = rt.store.load_state(agent_id)
         events = [describe(e) for e in rt.store.read_events(agent_id)]
-        mine = [a for _, a in rt.pending_approvals(token.tenant, agent_id)]
+        mine = [a for _, a in explained(rt, rt.pending_approvals(token.tenant, agent_id))]
         scope = rt.scope(agent_id)
         certificate = None
         if state.status == "completed":
@@ -274,9 +281,10 @@ def routes(server: Server) -> list[Route]:
 
     def inbox(request: Request, session: Session, token: TokenRecord) -> Response:
         rt = server.runtime(token)
-        pending = rt.pending_approvals(token.tenant)
+        pending = explained(rt, rt.pending_approvals(token.tenant))
         return _page("approvals.html", token=token, session=session, pending=pending,
                      validity=VALIDITY, done=request.query_params.get("done"),
+                     verdict=request.query_params.get("as"),
                      can_answer=auth.allows(token.role, "approve"))  # fmt: skip
 
     def answer(request: Request, session: Session, token: TokenRecord) -> Response:
@@ -297,7 +305,8 @@ def routes(server: Server) -> list[Route]:
             rt.approve(approval_id, float(seconds))
         else:
             rt.deny(approval_id, str(form.get("reason", "")))
-        return RedirectResponse(f"/approvals?done={approval_id}", status_code=303)
+        return RedirectResponse(f"/approvals?done={quote(approval_id)}&as={verdict}",
+                                status_code=303)  # fmt: skip
 
     def webhooks(request: Request, session: Session, token: TokenRecord) -> Response:
         listed = hooks.listing(hooks.rows_of(server.store), token.tenant)
