@@ -27,7 +27,7 @@ def list_hooks(call: Call) -> Any:
 def add_hook(call: Call) -> Any:
     secret, record = hooks.add(
         hooks.rows_of(call.server.store), call.token.tenant, call.body["url"],
-        call.body.get("events"), call.rt.clock, call.server.secret_key,
+        call.body.get("events"), call.rt.clock, call.server.secret_key or hooks.vault_key(),
         addresses.allowed_networks(),
     )  # fmt: skip
     return {"hook_id": record.hook_id, "url": record.url, "events": list(record.events),
