@@ -61,4 +61,25 @@ def test_a_person_cancels_then_deletes_an_agent_in_the_page(tmp_path: Path) -> N
             page.click("#delete button")
             expect(page.locator(".flash")).to_contain_text(f"Deleted {agent_id}")
             expect(page.locator("table")).not_to_contain_text(agent_id)
+
+            # retention: a second agent, cancelled, goes with a retention of 0 days
+            other = httpx.post(
+                f"{s.base}/v1/agents",
+                json={"spec_file": "waiter.yaml"},
+                headers={"authorization": f"Bearer {admin}"},
+            ).json()["agent_id"]
+            httpx.post(f"{s.base}/v1/agents/{other}/cancel", json={"reason": "done"},
+                       headers={"authorization": f"Bearer {admin}"})  # fmt: skip
+            page.goto(s.base + "/")
+            page.click("#retention summary")
+            page.fill("#retention input[name=days]", "0")
+            page.check("#retention input[name=dry_run]")
+            page.click("#retention button")
+            expect(page.locator("#collected")).to_contain_text("Would delete 1 finished")
+            expect(page.locator("table")).to_contain_text(other)
+            page.click("#retention summary")
+            page.fill("#retention input[name=days]", "0")
+            page.click("#retention button")
+            expect(page.locator("#collected")).to_contain_text("Deleted 1 finished")
+            expect(page.locator("table")).not_to_contain_text(other)
             browser.close()

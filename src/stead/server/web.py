@@ -212,7 +212,23 @@ def routes(server: Server) -> list[Route]:
         pending = rt.pending_approvals(token.tenant)
         return _page("agents.html", token=token, session=session, agents=listed,
                      status=wanted, pending=len(pending),
-                     deleted=request.query_params.get("deleted"))  # fmt: skip
+                     deleted=request.query_params.get("deleted"),
+                     collected=request.query_params.get("collected"),
+                     can_collect=auth.allows(token.role, "govern"))  # fmt: skip
+
+    def collect(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "govern"):
+            return _page("error.html", 403, message=f"A {token.role} cannot delete agents.",
+                         token=token, session=session)  # fmt: skip
+        text = str(request.state.form.get("days", "")).strip()
+        if not text.isdigit() or len(text) > 5:
+            raise UsageError("the retention is a whole number of days (0 to 36500)")
+        dry = request.state.form.get("dry_run") == "on"
+        done = retention.gc(server.runtime(token), int(text) * 86400.0, dry_run=dry,
+                            tenant=token.tenant)  # fmt: skip
+        said = (f"{'Would delete' if dry else 'Deleted'} {len(done['agents'])} finished "
+                f"agent(s) and {done['blobs']} unused blob(s).")  # fmt: skip
+        return RedirectResponse(f"/?collected={quote(said)}", status_code=303)
 
     def agent(request: Request, session: Session, token: TokenRecord) -> Response:
         rt = server.runtime(token)
@@ -324,6 +340,7 @@ def routes(server: Server) -> list[Route]:
         Route("/", page(agents), methods=["GET"]),
         Route("/agents/{agent_id}", page(agent), methods=["GET"]),
         Route("/agents/{agent_id}/events/{seq:int}", page(event), methods=["GET"]),
+        Route("/gc", page(collect, post=True), methods=["POST"]),
         Route("/agents/{agent_id}/cancel", page(cancel, post=True), methods=["POST"]),
         Route("/agents/{agent_id}/delete", page(delete, post=True), methods=["POST"]),
         Route(
