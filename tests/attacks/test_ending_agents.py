@@ -56,6 +56,8 @@ def test_a_form_elsewhere_cannot_make_a_logged_in_browser_delete(served: Served)
         assert got.status_code == 403, got.text
         got = served.client.post(f"/agents/{agent_id}/cancel", data={**form, "reason": "x"})
         assert got.status_code == 403, got.text
+        got = served.client.post("/gc", data={**form, "days": "0"})
+        assert got.status_code == 403, got.text
     assert served.call("GET", f"/v1/agents/{agent_id}", "acme", "viewer").status_code == 200
 
 
