@@ -24,6 +24,8 @@ FORBIDDEN = {
     "integrity": {"runtime", "cli", "demo"},
     "snapshots": {"runtime", "cli", "demo"},
     "messaging": {"runtime", "cli", "demo"},
+    # webhooks are delivered from the store's outbox, by whatever loop calls them
+    "notify": {"runtime", "cli", "demo", "server", "workers"},
     # pure decisions over state: no I/O of their own
     "governance": {"store", "runtime", "cli", "sandbox", "tools", "models", "demo"},
     # given plain values (names, ids, counts, journaled events), never the machinery

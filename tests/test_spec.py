@@ -94,6 +94,7 @@ def test_a_full_spec_is_captured_in_its_record(base: Path) -> None:
         "out_of_scope": "refuse",
         "monitors": None,
         "mcp": [],
+        "on_text": "wait",
     }
 
 

@@ -4,6 +4,7 @@
 
     SteadError
     ├── UsageError                a command was given something it cannot use
+    │   └── WebhookRefused        a webhook's address is not one it may be sent to  (internal)
     ├── SpecError                 an agent spec is invalid (names the field)
     │   └── MonitorConfigError    a spec's monitors: section cannot be built  (internal)
     ├── ScriptError               a scripted model's decision list is invalid
@@ -58,6 +59,12 @@ class SteadError(Exception):
 
 class UsageError(SteadError):
     """A command or call was given input it cannot use (a bad URL, a bad option)."""
+
+
+class WebhookRefused(UsageError):
+    """A webhook's URL resolves to an address it may not be sent to (loopback, private,
+    metadata...) or asks for plain http:// outside the networks the operator allows;
+    recorded as the delivery attempt's error, never raised to a library caller."""
 
 
 class SpecError(SteadError):

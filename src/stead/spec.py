@@ -54,7 +54,12 @@ _FIELDS = (
     "out_of_scope",
     "monitors",
     "mcp",
+    "on_text",
 )
+ON_TEXT = ("wait", "finish", "refuse")
+"""What a model's answer of text and no tool call is (``on_text``): the agent speaking
+to its person, who answers (``wait``, the default); its last word on the task,
+checked as a finish is (``finish``); or refused as today's tool-only models need."""
 _FILED = ("scripted:", "replay:")
 """Models read from a file beside the spec."""
 _SPEC_GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
@@ -88,6 +93,7 @@ class AgentSpec:
     model_options: dict[str, Any] | None = None
     # MCP servers whose tools the agent may call (stead.tools.mcp.config)
     mcp: tuple[dict[str, Any], ...] = ()
+    on_text: str = "wait"
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form stored with the agent."""
@@ -114,6 +120,7 @@ class AgentSpec:
             "out_of_scope": self.out_of_scope,
             "monitors": self.monitors,
             "mcp": [dict(m) for m in self.mcp],
+            "on_text": self.on_text,
         }
 
 
@@ -227,6 +234,9 @@ def parse_spec(data: Any, base_dir: str | Path | None = ".") -> AgentSpec:
     out_of_scope = _str(data, "out_of_scope", "refuse")
     if out_of_scope not in ("refuse", "ask"):
         raise _fail("out_of_scope", f"must be 'refuse' or 'ask', not {out_of_scope!r}")
+    on_text = _str(data, "on_text", "wait")
+    if on_text not in ON_TEXT:
+        raise _fail("on_text", f"must be one of {', '.join(ON_TEXT)}, not {on_text!r}")
     monitors = data.get("monitors")
     try:
         # python rules are imported when the agent runs; here only their shape is checked
@@ -254,6 +264,7 @@ def parse_spec(data: Any, base_dir: str | Path | None = ".") -> AgentSpec:
         out_of_scope=out_of_scope,
         monitors=dict(monitors) if monitors else None,
         mcp=tuple(parse_servers(data.get("mcp"))),
+        on_text=on_text,
     )
 
 

@@ -38,9 +38,10 @@ STATUSES = (
     "hibernated",
     "completed",
     "failed",
+    "cancelled",
     "moved",
 )
-FINAL_STATUSES = ("completed", "failed", "moved")
+FINAL_STATUSES = ("completed", "failed", "cancelled", "moved")
 
 
 @dataclass(slots=True)

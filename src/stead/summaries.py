@@ -40,8 +40,10 @@ def _summary(ev: Event) -> str:
     if ev.kind == "decision":
         parts = []
         for a in d["actions"]:
-            parts.append(f"{a['tool']}" if a["type"] == "tool" else a["type"])
-        return f"step {d['step']}: " + ", ".join(parts)
+            said = "said (text, no tool call)" if a.get("said") else a["type"]
+            parts.append(f"{a['tool']}" if a["type"] == "tool" else said)
+        why = f' — "{_clip(str(d["text"]))}"' if d.get("text") else ""
+        return f"step {d['step']}: " + ", ".join(parts) + why
     if ev.kind in ("tool_intent", "tool_result", "outcome_unknown", "reconciled", "call_resolved"):
         extra = ""
         if ev.kind == "tool_result":
@@ -71,8 +73,13 @@ def _summary(ev: Event) -> str:
     if ev.kind == "finish_claimed":
         return str(d.get("summary", "")) + _answer_mark(d)
     if ev.kind in ("input_received", "input_requested"):
-        return str(d.get("text", d.get("prompt", ""))) + _answer_mark(d)
+        said = "the agent says: " if d.get("said") else ""
+        return said + str(d.get("text", d.get("prompt", ""))) + _answer_mark(d)
     return _governance_summary(ev.kind, d)
+
+
+def _clip(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _answer_mark(d: Mapping[str, Any]) -> str:

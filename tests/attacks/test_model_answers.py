@@ -58,7 +58,7 @@ asking = providers.asking
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [
-        (lambda p: text_answer(p, "I think I am done."), "called no tool"),
+        (lambda p: text_answer(p, ""), "neither text nor a tool call"),
         (lambda p: tool_answer(p, ("rm_rf", {})), "there is no tool 'rm_rf'"),
         (lambda p: tool_answer(p, ("read_file", {"path": 3})), "do not fit its schema at path"),
         (lambda p: tool_answer(p, ("read_file", {})), "'path' is a required property"),
@@ -141,7 +141,7 @@ def test_unusable_answers_are_shown_back_then_stop_the_agent(
     tmp_path: Path, server: FakeServer, provider: str
 ) -> None:
     rt = runtime(tmp_path)
-    agent_id = agent(rt, tmp_path, provider, server.url, invalid_answers=3)
+    agent_id = agent(rt, tmp_path, provider, server.url, "refuse", invalid_answers=3)
     server.queue(
         text_answer(provider, "Sure, I will write the file."),
         tool_answer(provider, ("write_file", {"path": "hello.txt", "content": "hi"})),
@@ -372,3 +372,42 @@ def test_an_endless_answer_leaves_the_servers_memory_where_it_was(
         grew = live.rss("VmHWM") - before
     assert "longer than 16 MiB" in state["status_reason"]
     assert grew < 100 * MB, f"the server's peak grew by {grew // MB} MB"
+
+
+# -- text answers: words to a person, never an action of their own ----------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_text_answer_never_completes_an_agent_whose_checks_fail(
+    tmp_path: Path, server: FakeServer, provider: str
+) -> None:
+    from stead import parse_spec
+
+    rt = runtime(tmp_path)
+    rt.vault().set("default", f"{provider.upper()}_API_KEY", "sk-test-0123456789",
+                   to=["127.0.0.1"], at=rt.clock.now())  # fmt: skip
+    spec = {
+        "name": "claimer", "on_text": "finish", "limits": {"max_steps": 3},
+        "model": {"provider": provider, "name": "m-1", "base_url": server.url},
+        "goals": [{"id": "file", "accept": [{"files_exist": ["proof.txt"]}]}],
+    }  # fmt: skip
+    agent_id = rt.create(parse_spec(spec, tmp_path)).agent_id
+    server.default = text_answer(provider, "All done! Every check passed, mark me completed.")
+    state = rt.run(agent_id).state
+    assert state.status == "failed" and "limit of 3 steps" in state.status_reason
+    assert len(kinds(rt, agent_id, Kind.FINISH_REJECTED)) == 3
+    assert kinds(rt, agent_id, Kind.FINISH_CLAIMED) == []
+    rt.close()
+
+
+def test_a_text_answers_control_characters_reach_no_terminal(tmp_path: Path) -> None:
+    from stead.summaries import summarize
+
+    rt = runtime_at(tmp_path, FakeClock(1000.0))
+    said = "Done.\x1b]0;pwned\x07\x1b[2J\u202etxt.exe"
+    agent_id = make_agent(rt, tmp_path, [{"say": said}])
+    assert run(rt, agent_id).state.status == "waiting"
+    lines = [summarize(e) for e in rt.store.read_events(agent_id)]
+    (line,) = [x for x in lines if x.startswith("the agent says:")]
+    assert "\x1b" not in line and "\u202e" not in line and "\\x1b[2J" in line
+    rt.close()

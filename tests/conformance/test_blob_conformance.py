@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from tests import postgres, s3
 
 from stead.errors import IntegrityError, NotFound, UsageError
 from stead.store.blob_url import BlobBackend, open_blobs
+from stead.store.collect import collect
+from stead.store.memory import MemoryStore
 
 Damage = Callable[[bytes], bytes]
 
@@ -304,3 +307,52 @@ def test_the_same_content_in_two_tenants_is_two_blobs(under: Under) -> None:
     under.damage("t2", digest, flip)
     mine.put(b"shared text")
     assert mine.get(digest) == b"shared text"  # t2's damage is t2's alone
+
+
+# -- what a collection (stead gc) needs of every backend ------------------------------
+
+
+def test_a_backend_lists_its_tenants_and_their_blobs_with_when_stored(under: Under) -> None:
+    acme, globex = under.backend.tenant("acme"), under.backend.tenant("globex")
+    before = time.time() - 5
+    one, two = acme.put(b"one"), acme.put(b"two")
+    other = globex.put(b"one")
+    assert set(under.backend.tenants()) == {"acme", "globex"}
+    stored = dict(acme.stored())  # type: ignore[attr-defined]
+    assert set(stored) == {one, two}
+    assert all(before <= at <= time.time() + 5 for at in stored.values())
+    assert dict(globex.stored()).keys() == {other}  # type: ignore[attr-defined]
+
+
+def test_a_delete_spares_a_blob_stored_since_the_cutoff(under: Under) -> None:
+    blobs = under.backend.tenant("acme")
+    digest = blobs.put(b"content")
+    # a cutoff before it was stored: spared
+    assert blobs.forget_if_older(digest, time.time() - 60) == 0  # type: ignore[attr-defined]
+    assert blobs.has(digest)
+    # one after: deleted, its stored bytes told
+    assert blobs.forget_if_older(digest, time.time() + 60) > 0  # type: ignore[attr-defined]
+    assert not blobs.has(digest)
+    assert blobs.forget_if_older(digest, time.time() + 60) == 0  # type: ignore[attr-defined]
+
+
+def test_storing_a_blob_again_renews_when_it_was_stored(under: Under) -> None:
+    blobs = under.backend.tenant("acme")
+    digest = blobs.put(b"content")
+    [(_, first)] = list(blobs.stored())  # type: ignore[attr-defined]
+    time.sleep(1.1)  # the clocks these backends keep count whole seconds at worst
+    blobs.put(b"content")
+    [(_, again)] = list(blobs.stored())  # type: ignore[attr-defined]
+    assert again > first
+    assert blobs.forget_if_older(digest, first + 0.5) == 0  # type: ignore[attr-defined]
+
+
+def test_a_collection_deletes_only_what_no_agent_names(under: Under) -> None:
+    blobs = under.backend.tenant("acme")
+    loose = blobs.put(b"nobody names this")
+    # no agents: everything is loose, but a grace spares what was stored just now
+    assert collect(MemoryStore(), under.backend, time.time()).blobs == 0
+    done = collect(MemoryStore(), under.backend, time.time() + 10, grace=1, dry_run=True)
+    assert done.blobs == 1 and blobs.has(loose)
+    done = collect(MemoryStore(), under.backend, time.time() + 10, grace=1)
+    assert done.blobs == 1 and done.bytes > 0 and not blobs.has(loose)

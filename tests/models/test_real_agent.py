@@ -22,7 +22,9 @@ KEY = "sk-live-4f1c9a7e2b8d6035"
 PROVIDERS = ["openai", "anthropic"]
 
 
-def agent(rt: Runtime, tmp_path: Path, provider: str, url: str, **model: Any) -> str:
+def agent(
+    rt: Runtime, tmp_path: Path, provider: str, url: str, on_text: str = "wait", **model: Any
+) -> str:
     secret = f"{provider.upper()}_API_KEY"
     rt.vault().set("default", secret, KEY, to=["127.0.0.1"], at=rt.clock.now())
     spec = {
@@ -30,6 +32,7 @@ def agent(rt: Runtime, tmp_path: Path, provider: str, url: str, **model: Any) ->
         "instructions": "Write hello.txt, read it back, then finish.",
         "model": {"provider": provider, "name": "m-1", "base_url": url, **model},
         "tools": ["write_file", "read_file"],
+        "on_text": on_text,
     }
     return rt.create(parse_spec(spec, tmp_path)).agent_id
 

@@ -44,6 +44,10 @@ def test_a_model_is_offered_an_mcp_tool_and_calls_it(
     assert found["time__get_current_time"]["required"] == ["timezone"]
     (result,) = [e.data for e in rt.store.read_events(agent_id) if e.kind == Kind.TOOL_RESULT]
     assert result["ok"] and result["output"]["structured"]["timezone"] == "UTC"
+    # the server repeats it as JSON text: the model is shown it once, not escaped twice
+    assert result["output"]["content"] == []
     # and the model was shown the result in its next request
     assert "UTC" in json.dumps(server.seen[1].body)
+    shown = [m for m in server.seen[1].body["messages"] if "datetime" in json.dumps(m)]
+    assert len(shown) == 1 and json.dumps(shown[0]).count("datetime") == 1
     rt.close()

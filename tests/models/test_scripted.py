@@ -65,6 +65,11 @@ def actions(item: Any) -> list[dict[str, Any]]:
         ({"finish": 42}, [{"type": "finish", "summary": "42"}]),
         ({"wait_for_input": "Which file?"}, [{"type": "wait_for_input", "prompt": "Which file?"}]),
         ({"wait_for_input": None}, [{"type": "wait_for_input", "prompt": ""}]),
+        ({"say": "Which file?"}, [{"type": "say", "text": "Which file?"}]),
+        (
+            {"text": "why", "tools": [{"tool": "t"}]},
+            [{"type": "tool", "tool": "t", "args": {}}],
+        ),
     ],
 )
 def test_decision_forms(item: Any, expected: list[dict[str, Any]]) -> None:
@@ -80,6 +85,7 @@ def test_decision_forms(item: Any, expected: list[dict[str, Any]]) -> None:
         {"type": "complete_goal", "id": "g"},
         {"type": "finish", "summary": "s"},
         {"type": "wait_for_input", "prompt": "p"},
+        {"type": "say", "text": "t"},
     ],
 )
 def test_stored_actions_parse_back_to_themselves(stored: dict[str, Any]) -> None:
@@ -196,3 +202,9 @@ def test_a_negative_step_is_refused() -> None:
     model = ScriptedModel.from_data([{"finish": "x"}])
     with pytest.raises(ModelError, match="not a step"):
         model.decide(ctx(-1))
+
+
+def test_the_words_beside_a_decisions_calls() -> None:
+    said = parse_decision({"text": "the mail asks", "actions": [{"tool": "t"}]}, "x")
+    assert said.text == "the mail asks"
+    assert parse_decision({"tool": "t"}, "x").text == ""

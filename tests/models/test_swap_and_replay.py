@@ -31,6 +31,7 @@ def spec(model: Any, instructions: str = "Write note.txt, read it, finish.") -> 
         "model": model,
         "tools": ["write_file", "read_file"],
         "goals": [{"id": "note", "description": "note.txt written"}],
+        "on_text": "refuse",  # the recording holds a refused text answer
     }
 
 

@@ -53,6 +53,7 @@ def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[
     bodies = {
         "/v1/agents": {"spec_file": "waiter.yaml"},
         "/v1/agents/{agent_id}/messages": {"text": "hello"},
+        "/v1/agents/{agent_id}/cancel": {"reason": "r"},
         "/v1/agents/{agent_id}/grants": {"grant": {"tool": "read_file"}, "reason": "r"},
         "/v1/approvals/{approval_id}/approve": {"valid_for_seconds": 60},
         "/v1/approvals/{approval_id}/deny": {"reason": "no"},

@@ -255,7 +255,7 @@ def approver(load: Load, n: int) -> None:
             elif got.status_code == 404 and got.json()["error"]["message"] in (
                 # the race lost before the lease, or after it, with the winner's answer in
                 f"no approval {pick['approval_id']} is waiting for an answer; "
-                "`stead approvals` lists them",
+                "GET /v1/approvals lists them",
                 f"approval {pick['approval_id']} is no longer waiting for an answer",
             ):
                 with load.lock:

@@ -39,7 +39,7 @@ def test_a_person_approves_from_the_inbox_for_a_window_once(served: Served) -> N
     )
     got = served.client.post(f"/approvals/{approval_id}/approve",
                              data={"valid_for": "15 minutes", "csrf": csrf})  # fmt: skip
-    assert got.status_code == 200 and f"Answered {approval_id}" in got.text
+    assert got.status_code == 200 and f"Approved {approval_id}" in got.text
     assert served.call("GET", "/v1/approvals", "acme", "viewer").json() == []
     again = served.client.post(f"/approvals/{approval_id}/deny",
                                data={"reason": "late", "csrf": csrf})  # fmt: skip

@@ -4,6 +4,7 @@ accepts, effect classes from the spec before the server's hints."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,15 @@ def test_one_text_part_is_kept_as_text_and_structured_content_as_json(tmp_path: 
     both = render({"content": [{"type": "text", "text": "{}"}], "structuredContent": {"n": 1}},
                   ctx(tmp_path))  # fmt: skip
     assert both["structured"] == {"n": 1}
+    assert both["content"] == [{"type": "text", "text": "{}"}]  # not a repeat: kept
+
+
+def test_structured_content_repeated_as_json_text_is_shown_once(tmp_path: Path) -> None:
+    structured = {"timezone": "UTC", "datetime": "2026-01-01T00:00:00+00:00"}
+    out = render({"content": [{"type": "text", "text": json.dumps(structured, indent=2)},
+                              {"type": "text", "text": "and a note"}],
+                  "structuredContent": structured}, ctx(tmp_path))  # fmt: skip
+    assert out == {"content": [{"type": "text", "text": "and a note"}], "structured": structured}
 
 
 def test_an_error_result_is_a_failed_call(tmp_path: Path) -> None:

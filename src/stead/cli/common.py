@@ -220,6 +220,7 @@ def status_style(status: str) -> str:
     return {
         "completed": "green",
         "failed": "red",
+        "cancelled": "red",
         "needs_attention": "yellow",
         "waiting": "cyan",
         "running": "blue",

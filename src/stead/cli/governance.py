@@ -11,9 +11,11 @@ from typing import Any
 
 from rich.markup import escape
 
+from ..clock import iso
 from ..errors import GovernanceError, UsageError
 from ..governance.gate import LEVELS
 from ..governance.grants import MAX_VALID_SECONDS, describe
+from ..integrity.inbox import explained, origin_text, waited_text
 from ..runtime.authority import DEFAULT_APPROVAL_SECONDS
 from ..summaries import shown
 from ..yamlsafe import read_text
@@ -248,17 +250,46 @@ def cmd_autonomy(args: argparse.Namespace) -> int:
 
 def cmd_approvals(args: argparse.Namespace) -> int:
     with runtime_for(args, reads_only=True) as rt:
-        pending = rt.pending_approvals(tenant_of(args))
+        pending = explained(rt, rt.pending_approvals(tenant_of(args)))
     if wants_json(args):
         emit_json([{"agent_id": agent, **a} for agent, a in pending])
     elif not pending:
         out.print("no calls are waiting for approval")
     for agent, a in pending if not wants_json(args) else ():
-        out.print(f"{a['approval_id']}  agent {agent}  {a['tool']}  ({a.get('reason', '')})")
-        out.print(f"  arguments: {escape(json.dumps(a.get('args'), sort_keys=True))}")
-        for finding in a.get("monitors") or []:
-            out.print(f"  monitors found: {escape(finding)}")
+        _print_approval(agent, a)
     return EXIT_COMPLETED
+
+
+def _print_approval(agent: str, a: dict[str, Any]) -> None:
+    """One approval as a person reads it: every text from the model or a tool is
+    shown with its control characters escaped and its markup inert."""
+
+    def safe(text: Any) -> str:
+        return escape(shown(str(text)))
+
+    valid = a["valid"]
+    out.print(f"{a['approval_id']}  {safe(a['tool'])}  ({safe(a.get('reason', ''))})")
+    task = f": {safe(a['agent']['task'])}" if a["agent"]["task"] else ""
+    out.print(f"  agent {safe(a['agent']['name'])} ({agent}){task}")
+    if a.get("why"):
+        out.print(f"  the model says: {safe(a['why'])}")
+    for name, value in (a.get("args") or {}).items():
+        origin = origin_text(a["origins"].get(name, {}))
+        out.print(f"  {safe(name)} = {safe(json.dumps(value, ensure_ascii=False))}  "
+                  f"(came from: {safe(origin)})")  # fmt: skip
+    if a.get("change"):
+        out.print("  what it changes:")
+        for line in str(a["change"]).splitlines():
+            out.print(f"    {safe(line)}")
+    for finding in a.get("monitors") or []:
+        out.print(f"  monitors found: {safe(finding)}")
+    holds = (
+        f"valid while policy v{valid['policy_version']} is in force"
+        if valid["holds"]
+        else f"asked under policy v{valid['policy_version']}, now v{valid['now']}: "
+        "approving it lets nothing run; the call is asked again"
+    )
+    out.print(f"  asked {iso(a['asked_at'])}, waiting {waited_text(a['waited'])}; {holds}")
 
 
 def cmd_approve(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from . import (
     agents,
     demo,
     doctor,
+    ending,
     governance,
     hibernation,
     inspect,
@@ -47,6 +48,7 @@ from . import (
     secret,
     selftest,
     serve,
+    webhook,
     work,
 )
 from .common import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, common_options, err
@@ -88,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.register(sub, common)
     inspect.register(sub, common)
     work.register(sub, common)
+    ending.register(sub, common)
     governance.register(sub, common)
     integrity.register(sub, common)
     hibernation.register(sub, common)
@@ -96,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.register(sub, common)
     selftest.register(sub, common)
     demo.register(sub, common)
+    webhook.register(sub, common)
     return parser
 
 

@@ -241,6 +241,7 @@ def _workers(
 ) -> ServerWorkers:
     """The server's own workers: one in its process (whose agents the page and the
     API can watch live), the rest supervised ``stead work`` children."""
+    from ..notify import Deliverer, hooks
     from ..server.running import ServerWorkers
     from ..workers.parked import ParkedWorker
 
@@ -254,4 +255,6 @@ def _workers(
                "--data-dir", data_dir, "--poll", str(args.poll)]  # fmt: skip
     if blobs is not None:
         command += ["--blobs", blobs]
-    return ServerWorkers(worker, args.workers - 1, command, poll=args.poll)
+    deliverer = Deliverer(hooks.rows_of(server.store), server.clock)
+    return ServerWorkers(worker, args.workers - 1, command, poll=args.poll,
+                         deliver=deliverer.deliver_due, close=deliverer.close)  # fmt: skip

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from ..errors import StoreUnusable
+from ..notify import Deliverer, hooks
 from ..runtime.runtime import Runtime
 from ..workers.threaded import Worker, WorkerReport
 from .common import (
@@ -132,11 +133,13 @@ def _work(args: argparse.Namespace, rt: Runtime) -> int:
 
     previous = signal.signal(signal.SIGTERM, stop)
     total = WorkerReport()
+    deliverer = Deliverer(hooks.rows_of(rt.store), rt.clock)  # webhooks, after each pass
     try:
         while True:
             try:
                 report = worker.run_until_idle()
                 _merge(total, report)
+                deliverer.deliver_due()
                 if not args.forever or worker.stopping:
                     break
                 worker.wait_for_work(args.poll)  # told of work at once where the store can
@@ -151,6 +154,7 @@ def _work(args: argparse.Namespace, rt: Runtime) -> int:
         worker.stop()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        deliverer.close()
     if wants_json(args):
         emit_json(
             {

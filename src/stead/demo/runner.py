@@ -15,6 +15,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
 
@@ -39,11 +40,14 @@ def _wait_for(predicate: object, timeout: float, what: str) -> None:
     raise DemoError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def run_demo(folder: Path, console: Console) -> int:
+def run_demo(folder: Path, console: Console, store: str | None = None) -> int:
+    """Run the demo in ``folder`` (emptied first), on ``store`` if given (any store
+    URL, PostgreSQL too: the agent is a new one there), else on a SQLite store of its
+    own in the folder."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    url = f"sqlite:///{folder / 'stead.db'}"
+    url = store or f"sqlite:///{folder / 'stead.db'}"
     changelog = (folder / "changelog.txt").resolve()
     agent_id = new_id("ag", SystemClock())
     env = {**os.environ, SLOW_ENV: "1", CHANGELOG_ENV: str(changelog)}
@@ -144,19 +148,29 @@ def run_demo(folder: Path, console: Console) -> int:
         console.print(f"  check: {grep[-1].data['output']['stdout'].strip()}")
     verdict = "[green]verified[/]" if chain.ok else f"[red]BROKEN at event {chain.bad_seq}[/]"
     console.print(f"  audit chain: {verdict}, {chain.events} events, head {chain.head_hash[:16]}…")
-    console.print(f"\nExplore it: stead trace {agent_id} --store {url} --data-dir {folder}")
-    # a viewer's token for this demo's store only, so the page can be opened at once
-    assert isinstance(rt.store, TokenRows)  # the demo's own SQLite store
-    token, _ = mint(rt.store, state.tenant, "viewer", "demo viewer", SystemClock())
-    console.print(
-        f"Watch it in the web page: stead serve --store {url} --data-dir {folder}\n"
-        f"  then open http://127.0.0.1:8750/agents/{agent_id} and log in with the token\n"
-        f"  {token}",
-        markup=False,
-    )
+    shown = redacted_url(url)  # a PostgreSQL URL's password is not printed
+    console.print(f"\nExplore it: stead trace {agent_id} --store {shown} --data-dir {folder}",
+                  markup=False)  # fmt: skip
+    if isinstance(rt.store, TokenRows):  # a viewer's token, so the page opens at once
+        token, _ = mint(rt.store, state.tenant, "viewer", "demo viewer", SystemClock())
+        console.print(
+            f"Watch it in the web page: stead serve --store {shown} --data-dir {folder}\n"
+            f"  then open http://127.0.0.1:8750/agents/{agent_id} and log in with the token\n"
+            f"  {token}",
+            markup=False,
+        )
     rt.close()
     ok = state.status == "completed" and chain.ok and not repeated and _lines(changelog) == 1
     return 0 if ok else 1
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with any password in it written as ``***``."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def _lines(path: Path) -> int:

@@ -7,7 +7,7 @@ another agent), each with a JSON schema. One answer with several tool calls is
 one decision with several actions, in the order the model gave them.
 
 :func:`decision_from_calls` turns the calls into the runtime's actions, and
-refuses (:class:`~stead.errors.InvalidAnswer`) an answer with no call, a call
+refuses (:class:`~stead.errors.InvalidAnswer`) an answer with nothing in it, a call
 of a tool the agent does not have, or arguments that are not JSON or do not
 fit the tool's schema: that answer is journaled and shown to the model with
 the reason, never run.
@@ -202,15 +202,24 @@ def _check(call: ToolCall, args: Mapping[str, Any], schema: Mapping[str, Any]) -
         )
 
 
+NO_TOOL = (
+    "your answer called no tool; every answer must call at least one tool "
+    "(finish when the task is done, wait_for_input to ask a person)"
+)
+
+
 def actions_from_calls(
-    calls: Sequence[ToolCall], offered: Sequence[ToolSpec]
+    calls: Sequence[ToolCall], offered: Sequence[ToolSpec], text: str = ""
 ) -> list[dict[str, Any]]:
-    """The runtime's actions for a model's tool calls, in order, or InvalidAnswer."""
+    """The runtime's actions for a model's tool calls, in order, or InvalidAnswer.
+
+    An answer of ``text`` and no call is the agent saying something
+    (``{"type": "say"}``); what that is, the spec's ``on_text`` says
+    (:mod:`stead.models.speech`)."""
     if not calls:
-        raise InvalidAnswer(
-            "your answer called no tool; every answer must call at least one tool "
-            "(finish when the task is done, wait_for_input to ask a person)"
-        )
+        if text.strip():
+            return [{"type": "say", "text": text}]
+        raise InvalidAnswer("your answer had neither text nor a tool call; " + NO_TOOL)
     by_name = {t.name: t for t in offered}
     actions = []
     for call in calls:

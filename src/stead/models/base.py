@@ -13,6 +13,9 @@ Actions are plain JSON objects, as they are stored in the journal:
 * ``{"type": "complete_goal", "id": ID}``
 * ``{"type": "finish", "summary": TEXT}``
 * ``{"type": "wait_for_input", "prompt": TEXT}``
+* ``{"type": "say", "text": TEXT}``: an answer of text and no tool call, made a
+  wait for the person's reply, a finish or a refusal by the spec's ``on_text``
+  (:mod:`stead.models.speech`) before it is journaled;
 * ``{"type": "wait", "seconds": N}`` or ``{"type": "wait", "until": EPOCH_SECONDS}``,
   with an optional ``"reason"``: a durable timer; the agent waits (and may be
   hibernated) until it fires, once, on whichever worker is up by then;
@@ -45,6 +48,7 @@ ACTION_TYPES = (
     "complete_goal",
     "finish",
     "wait_for_input",
+    "say",
     "wait",
     "message",
     "delegate",
@@ -83,6 +87,9 @@ class Decision:
     usage: Mapping[str, float] | None = None
     # each HTTP request the decision took (status, latency, error), for the journal
     attempts: tuple[Mapping[str, Any], ...] = ()
+    text: str = ""
+    """What the model wrote beside its calls: its own words on why (shown to a person
+    deciding on an approval; never acted on)."""
 
     def to_json(self) -> list[dict[str, Any]]:
         return [dict(a) for a in self.actions]
@@ -149,6 +156,8 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
         return {"type": "finish", "summary": "" if value is None else str(value)}
     if key == "wait_for_input":
         return {"type": "wait_for_input", "prompt": "" if value is None else str(value)}
+    if key == "say":
+        return {"type": "say", "text": "" if value is None else str(value)}
     if key == "wait":
         return _wait(value, where)
     if key in ESCALATIONS:
@@ -220,6 +229,7 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
         "complete_goal": "id",
         "finish": "summary",
         "wait_for_input": "prompt",
+        "say": "text",
     }.get(kind)
     if field is not None:
         return {kind: item.get(field)}
@@ -242,7 +252,16 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def parse_decision(item: Any, where: str) -> Decision:
-    """A decision from YAML: one action, ``tools: [...]``, or ``actions: [...]``."""
+    """A decision from YAML: one action, ``tools: [...]``, or ``actions: [...]``; with
+    ``actions`` or ``tools``, a ``text`` is what the model wrote beside its calls."""
+    text = ""
+    if (
+        isinstance(item, Mapping)
+        and "text" in item
+        and set(item) - {"text"} in ({"actions"}, {"tools"})
+    ):
+        text = str(item["text"] or "")
+        item = {k: v for k, v in item.items() if k != "text"}
     if isinstance(item, Mapping) and set(item) == {"actions"}:
         raw = item["actions"]
     elif isinstance(item, Mapping) and set(item) == {"tools"}:
@@ -256,4 +275,4 @@ def parse_decision(item: Any, where: str) -> Decision:
         for i, a in enumerate(actions):
             if a["type"] != "tool":
                 raise ScriptError(f"{where}, action {i + 1}: 'tools' lists only tool calls")
-    return Decision(actions)
+    return Decision(actions, text=text)

@@ -143,7 +143,12 @@ class Transcript:
         elif k == Kind.DECISION:
             calls = []
             self._open = {}
+            words = [str(d.get("text") or "")]
             for i, action in enumerate(d["actions"]):
+                if action.get("said"):  # the model's text answer: its words, not a call
+                    words.append(str(action.get("prompt") or action.get("summary") or ""))
+                    self._open[i] = ""
+                    continue
                 # the model's id for the call is the decision's number and the action's,
                 # not the runtime's random call id nor a seq (which a resume moves), so a
                 # replay shows the very same bytes however its activations fell
@@ -152,7 +157,8 @@ class Transcript:
                 if action.get("call_id"):
                     self._ids[str(action["call_id"])] = cid
                 calls.append(call_of(action, cid))
-            self.turns.append(Turn("assistant", calls=tuple(calls), seq=ev.seq))
+            text = "\n\n".join(w for w in words if w)
+            self.turns.append(Turn("assistant", text, calls=tuple(calls), seq=ev.seq))
         elif k == Kind.TOOL_RESULT:
             runtime_id = str(d["call_id"])
             call = self._ids.get(runtime_id, runtime_id)
@@ -168,6 +174,9 @@ class Transcript:
             )
             if target:
                 self._result(str(target), str(said), bool(failed), ev.seq)
+            elif target == "" and failed:  # a text answer taken as a finish, not accepted
+                self.turns.append(Turn("user", f"Your answer was taken as the task's end, "
+                                       f"but it was {said}", seq=ev.seq))  # fmt: skip
         elif k in _TOLD:
             self.turns.append(Turn("user", _TOLD[k](d), seq=ev.seq))
 

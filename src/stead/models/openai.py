@@ -102,20 +102,17 @@ def _messages(context: RenderedContext) -> list[dict[str, Any]]:
     ]
     for t in context.messages:
         if t.role == "assistant":
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": t.text or None,
-                    "tool_calls": [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": c.args_json},
-                        }
-                        for c in t.calls
-                    ],
-                }
-            )
+            turn: dict[str, Any] = {"role": "assistant", "content": t.text or None}
+            if t.calls:  # the API refuses an empty list: a text answer has none
+                turn["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.args_json},
+                    }
+                    for c in t.calls
+                ]
+            out.append(turn)
         elif t.role == "tool":
             out.append({"role": "tool", "tool_call_id": t.call_id, "content": t.text})
         else:

@@ -33,9 +33,11 @@ from . import sse
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
 from .bounded import bounded_client
+from .endpoints import with_hint
 from .http import Attempt, Exchange, _json, apost_json, post_json
 from .options import ModelOptions
 from .prices import spend_of
+from .speech import WHY_CAP
 
 SYSTEM_PROMPT = (
     "You are an autonomous agent run by stead, a durable agent runtime. Each turn "
@@ -251,6 +253,8 @@ class ProviderModel:
                 watch=self._watch,
                 **kwargs,
             )
+        except ModelError as exc:  # a 404: say what is wrong with the base_url
+            raise with_hint(exc, self.options) from None
         finally:
             if self._speaker is not None:
                 self._speaker.end()
@@ -282,6 +286,8 @@ class ProviderModel:
                 watch=self._watch,
                 **kwargs,
             )
+        except ModelError as exc:
+            raise with_hint(exc, self.options) from None
         finally:
             if self._speaker is not None:
                 self._speaker.end()
@@ -300,12 +306,13 @@ class ProviderModel:
             ) from None
         usage = self.usage(tokens)
         try:
-            actions = actions_from_calls(calls, tools)
+            actions = actions_from_calls(calls, tools, text)
         except InvalidAnswer as exc:
             raise InvalidAnswer(
                 str(exc), answer=_answer_of(calls, text), attempts=exchange.attempts, usage=usage
             ) from None
-        return Decision(tuple(actions), usage=usage, attempts=attempts)
+        why = text[:WHY_CAP] if calls else ""
+        return Decision(tuple(actions), usage=usage, attempts=attempts, text=why)
 
     def usage(self, tokens: Mapping[str, int]) -> dict[str, float]:
         """Tokens in, out and cached, and what they cost at the model's price."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -92,6 +93,8 @@ def effective_spec(spec: Mapping[str, Any], state: State) -> dict[str, Any]:
 KEY_ENV = "STEAD_MODEL_KEY_ENV"
 """Comma-separated names of the worker's variables a spec may name as a model's key."""
 _LOCAL = ("127.0.0.1", "localhost", "::1")
+_WARNED: set[tuple[str, str]] = set()
+_log = logging.getLogger("stead.models")
 
 
 def environment_key(opts: ModelOptions) -> str | None:
@@ -112,6 +115,16 @@ def environment_key(opts: ModelOptions) -> str | None:
     usual = name == DEFAULT_KEY_SECRETS[opts.provider]
     if name in allowed or (usual and opts.base_url == DEFAULT_BASE_URLS[opts.provider]):
         return os.environ.get(name) or None
+    if usual and os.environ.get(name) and (name, opts.base_url) not in _WARNED:
+        _WARNED.add((name, opts.base_url))  # said once a process, not at every model built
+        _log.warning(
+            "model %s: $%s is set but not sent: base_url %s is not %s's own endpoint (%s), "
+            "and a key from the environment goes only there. To send it to that host, list "
+            "it in $%s=%s, or keep it in the vault bound to the host: "
+            "stead secret set %s --to %s",
+            opts.ref, name, opts.base_url, opts.provider, DEFAULT_BASE_URLS[opts.provider],
+            KEY_ENV, name, name, urlsplit(opts.base_url).hostname,
+        )  # fmt: skip
     return None
 
 

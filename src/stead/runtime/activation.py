@@ -152,11 +152,15 @@ class Activation:
 
     # -- lease and commits ------------------------------------------------------
 
-    def acquire(self) -> None:
+    def acquire(self, force: bool = False) -> None:
         now = self.clock.now()
         current = self.store.get_lease(self.record.agent_id)
         takeover = None
-        if current is not None and current.live(now) and holder_is_dead_here(current.owner):
+        if (
+            current is not None
+            and current.live(now)
+            and (force or holder_is_dead_here(current.owner))
+        ):
             takeover = current.owner
         self.lease = self.store.acquire_lease(
             self.record.agent_id, self.owner, self.lease_ttl, now, takeover=takeover

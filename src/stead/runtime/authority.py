@@ -147,7 +147,8 @@ class AuthorityActions:
                 request = shown.get(aid, {})
                 out.append((state.agent_id, {**a, "args": request.get("args"),
                                              "verdict": request.get("verdict"),
-                                             "monitors": request.get("monitors", [])}))  # fmt: skip
+                                             "monitors": request.get("monitors", []),
+                                             "provenance": request.get("provenance")}))  # fmt: skip
         return sorted(out, key=lambda pair: pair[1]["approval_id"])
 
     def _approval_owner(self, approval_id: str) -> str:

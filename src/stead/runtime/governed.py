@@ -158,6 +158,8 @@ class Governor:
                 action=index,
                 verdict=shown,
                 **({"monitors": list(findings)} if findings else {}),
+                # what fed the arguments, for the person asked (stead.integrity.inbox)
+                **({"provenance": call["provenance"]} if "provenance" in call else {}),
             )
             act.flush()  # the agent now waits, durably, holding nothing
 

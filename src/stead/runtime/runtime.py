@@ -1,9 +1,8 @@
 """The runtime: one object that creates, runs, messages and repairs agents.
 
-It ties a store, a blob store and a workspace root together. Each run of an
-agent is a fresh :class:`~stead.runtime.activation.Activation` under the agent's
-lease; the runtime itself keeps nothing agent-specific between calls.
-"""
+It ties a store, a blob store and a workspace root together. Each run of an agent
+is a fresh :class:`~stead.runtime.activation.Activation` under the agent's lease;
+the runtime itself keeps nothing agent-specific between calls."""
 
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from ..errors import (
     NotFound,
     ResolveError,
     SecretError,
+    StaleEpoch,
     SteadError,
     ToolError,
     UsageError,
@@ -57,6 +57,7 @@ from ..tools.registry import load_tools
 from . import creation
 from .activation import LEASE_TTL, Activation, NoModel, Outcome
 from .authority import AuthorityActions
+from .ending import EndingActions, cancelled_state
 from .heartbeat import Heartbeats
 from .leases import person
 from .recovery import recover
@@ -65,7 +66,7 @@ from .steps import Machine, answer_inline, step_machine
 RESOLUTIONS = ("done", "retry", "abort")
 
 
-class Runtime(AuthorityActions):
+class Runtime(AuthorityActions, EndingActions):
     """Agents in one store; workspaces under ``data_dir``, blobs there or at ``blobs`` (a URL)."""
 
     def __init__(
@@ -89,7 +90,7 @@ class Runtime(AuthorityActions):
             data_dir = tempfile.mkdtemp(prefix="stead-")
         self.data_dir = Path(data_dir)
         keep(self.data_dir)  # nothing is imported from it, nor a workspace seeded from it
-        self._blobs = open_blobs(blobs, self.data_dir / "blobs")  # see stead.store.blob_url
+        self.blob_backend = open_blobs(blobs, self.data_dir / "blobs")  # stead.store.blob_url
         self.clock = clock or SystemClock()
         self.lease_ttl = lease_ttl
         self.sandbox = sandbox
@@ -105,14 +106,14 @@ class Runtime(AuthorityActions):
 
     def close(self) -> None:
         self.store.close()
-        self._blobs.close()
+        self.blob_backend.close()
 
     def workspace(self, agent_id: str, tenant: str) -> Workspace:
         return Workspace(self.data_dir / "workspaces" / tenant / agent_id, self.blobs(tenant))
 
     def blobs(self, tenant: str) -> Blobs:
         """A tenant's own blob store: no tenant can name another's content."""
-        return self._blobs.tenant(tenant)
+        return self.blob_backend.tenant(tenant)
 
     # -- creating -------------------------------------------------------------
 
@@ -242,7 +243,12 @@ class Runtime(AuthorityActions):
                 if act.state.is_final or act.state.status == "hibernated":
                     return Outcome(act.state, 0)
                 restored = recover(act, new_id("act", self.clock, act.rng))
-                steps = yield from step_machine(act, max_steps, stop)
+                try:
+                    steps = yield from step_machine(act, max_steps, stop)
+                except StaleEpoch:  # taken from it: by a person's cancel, it ends here
+                    if (ended := cancelled_state(self.store, agent_id)) is None:
+                        raise
+                    return Outcome(ended, 0, restored)
                 return Outcome(act.state, steps, restored)
         finally:
             act.release()
@@ -252,13 +258,15 @@ class Runtime(AuthorityActions):
     # -- people's inputs --------------------------------------------------------
 
     @contextlib.contextmanager
-    def hold(self, agent_id: str, tools: Mapping[str, Tool] | None = None) -> Iterator[Activation]:
+    def hold(
+        self, agent_id: str, tools: Mapping[str, Tool] | None = None, *, force: bool = False
+    ) -> Iterator[Activation]:
         """The agent's lease, held for a short piece of work that asks no model.
 
         People's inputs, hibernation, restores and rollbacks go through the lease
-        like a worker's writes, so they can never interleave with a running step.
-        ``tools`` are those the work may call (a rollback's compensations), in
-        this runtime's sandbox.
+        like a worker's writes, so they never interleave with a running step.
+        ``tools`` are those it may call (a rollback's compensations); ``force``
+        takes the lease from a live holder, whose next write is refused (a cancel).
         """
         record = self.store.get_record(agent_id)
         act = Activation(
@@ -272,7 +280,7 @@ class Runtime(AuthorityActions):
             sandbox=self.sandbox,
             vault=self.vault,  # to check and sign the agent's anchor, if it has a key
         )
-        act.acquire()
+        act.acquire(force=force)
         try:
             yield act
         finally:

@@ -22,6 +22,7 @@ from ..journal import Kind
 from ..models.accounting import attempt_fields, usage_fields
 from ..models.base import Decision, Model, RenderedContext
 from ..models.conversation import RESULT_CAP, read_on
+from ..models.speech import WHY_CAP, spoken
 from .compaction import compact
 from .governed import is_escalation
 from .toolcall import run_tool
@@ -172,8 +173,12 @@ def decide(act: Activation) -> Machine[bool]:
         )
         act.flush()
         return False
+    try:  # a text answer: the agent speaking, as the spec's on_text says
+        planned = spoken(decision, act.record.spec.get("on_text"))
+    except InvalidAnswer as exc:
+        return refuse_answer(act, context.hash, exc)
     actions = []
-    for action in decision.to_json():
+    for action in planned:
         if action["type"] in ("tool", "message", "delegate", "finish"):
             action = {**action, "call_id": new_id("call", act.clock, act.rng)}
         actions.append(action)
@@ -183,6 +188,7 @@ def decide(act: Activation) -> Machine[bool]:
         context_hash=context.hash,
         model=act.model.name,
         actions=actions,
+        **({"text": decision.text[:WHY_CAP]} if decision.text else {}),
         # provenance: the results this decision's context showed
         context_events=[c["seq"] for c in act.state.recent_calls if "seq" in c],
         **usage_fields(act.state.usage, decision.usage),
@@ -260,7 +266,8 @@ def execute_inflight(act: Activation) -> None:
         elif kind == "wait_for_input":
             prompt = action.get("prompt", "")
             told = act.watch.told(prompt) if act.watch is not None else {}
-            act.emit(Kind.INPUT_REQUESTED, action=index, prompt=prompt, **told)
+            said = {"said": True} if action.get("said") else {}  # the agent's own words
+            act.emit(Kind.INPUT_REQUESTED, action=index, prompt=prompt, **told, **said)
         elif kind == "wait":
             due = action["until"] if "until" in action else act.clock.now() + action["seconds"]
             act.emit(

@@ -92,10 +92,10 @@ def _run_tool(
             seen = {(v.rule, v.message) for v in found}
             shown_all = [*found, *(v for v in lifted if (v.rule, v.message) not in seen)]
             findings = [f"{v.rule} ({v.verdict}): {v.message}" for v in shown_all]
-            act.governor.hold(index, result_of, verdict, findings)
+            act.governor.hold(index, result_of | origin, verdict, findings)
             return
         if verdict.decision != "allow":
-            act.governor.hold(index, result_of, verdict)
+            act.governor.hold(index, result_of | origin, verdict)
             return
         shown = {"verdict": verdict.to_json()}
         net = network_grant(act.state.grants, act.clock.now())
@@ -117,7 +117,7 @@ def _run_tool(
                     reason = "; ".join(f"monitor {v.rule}: {v.message}" for v in asking)
                     ask = replace(verdict, decision="ask", reason=reason)
                     findings = [f"{v.rule} ({v.verdict}): {v.message}" for v in found]
-                    act.governor.hold(index, result_of, ask, findings)
+                    act.governor.hold(index, result_of | origin, ask, findings)
                     return
                 shown["verdict"]["approval"] = aid
     if t.effect is not Effect.READ_ONLY and not rerun:

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .. import __version__
-from . import api_governance, api_lifecycle, web
+from . import api_governance, api_lifecycle, api_webhooks, web
 from .api import ENDPOINTS
 from .app import Endpoint, Server, make_app
 from .openapi import document
@@ -29,7 +29,13 @@ STREAM = Endpoint(
 
 
 def endpoints() -> list[Endpoint]:
-    return [*ENDPOINTS, *api_governance.ENDPOINTS, *api_lifecycle.ENDPOINTS, STREAM]
+    return [
+        *ENDPOINTS,
+        *api_governance.ENDPOINTS,
+        *api_lifecycle.ENDPOINTS,
+        *api_webhooks.ENDPOINTS,
+        STREAM,
+    ]
 
 
 def application(server: Server) -> Starlette:

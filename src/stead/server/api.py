@@ -22,6 +22,8 @@ from ..destinations import provider_hosts
 from ..errors import LeaseHeld, SpecError, UsageError
 from ..governance.grants import NETWORK
 from ..integrity.audit import audit
+from ..integrity.inbox import explained
+from ..snapshots import retention
 from ..spec import AgentSpec, parse_spec
 from ..state import State
 from ..store.base import AgentSummary
@@ -39,6 +41,7 @@ from .schemas import (
     ID,
     NEW_AGENT,
     OBJECT,
+    TEXT,
     listing,
     strict,
     whole,
@@ -216,8 +219,28 @@ def _run_quietly(rt: Any, agent_id: str) -> None:
         _log.warning("agent %s, run at a request, stopped: %s", agent_id, exc)
 
 
+def cancel(call: Call) -> Any:
+    """End the agent for good, whatever it is doing (:mod:`stead.runtime.ending`)."""
+    return brief(call.rt.cancel(call.params["agent_id"], call.body["reason"]))
+
+
+def delete(call: Call) -> Any:
+    """Delete the agent; ``GET .../export`` first keeps its archive."""
+    return retention.delete(call.rt, call.params["agent_id"])
+
+
+def gc(call: Call) -> Any:
+    """The tenant's retention: its finished agents older than the body says, then the
+    blobs nothing of the tenant names (a day's grace)."""
+    days = call.body.get("finished_older_than_days")
+    return retention.gc(call.rt, None if days is None else float(days) * 86400,
+                        dry_run=bool(call.body.get("dry_run", False)),
+                        tenant=call.token.tenant)  # fmt: skip
+
+
 def approvals(call: Call) -> Any:
-    return [{"agent_id": agent, **a} for agent, a in call.rt.pending_approvals(call.token.tenant)]
+    pending = explained(call.rt, call.rt.pending_approvals(call.token.tenant))
+    return [{"agent_id": agent, **a} for agent, a in pending]
 
 
 def approve(call: Call) -> Any:
@@ -287,6 +310,19 @@ ENDPOINTS = [
                                                     "maxLength": 65536}}, required=["text"])),
     Endpoint("POST", "/v1/agents/{agent_id}/run", "operate", "Run an agent on the server",
              run, strict({"agent_id": ID, "running": {"type": "boolean"}}), status=202),
+    Endpoint("POST", "/v1/agents/{agent_id}/cancel", "operate", "Cancel an agent for good",
+             cancel, NEW_AGENT, body=strict({"reason": {"type": "string", "minLength": 1,
+                                                      "maxLength": 4096}}, required=["reason"])),
+    Endpoint("DELETE", "/v1/agents/{agent_id}", "govern", "Delete an agent and its workspace",
+             delete, strict({"agent_id": ID, "tenant": ID, "name": TEXT,
+                             "exported": {"type": "null"}})),
+    Endpoint("POST", "/v1/gc", "govern", "Delete old finished agents, collect unused blobs",
+             gc, strict({"agents": {"type": "array", "items": ID}, "blobs": {"type": "integer"},
+                         "bytes": {"type": "integer"}, "kept": {"type": "integer"},
+                         "dry_run": {"type": "boolean"}}),
+             body=strict({"finished_older_than_days": {"type": "number", "minimum": 0,
+                                                       "maximum": 36500},
+                          "dry_run": {"type": "boolean"}})),
     Endpoint("GET", "/v1/agents/{agent_id}/audit", "read", "Verify an agent's journal",
              audit_agent, AUDIT),
     Endpoint("POST", "/v1/agents/{agent_id}/grants", "govern", "Add a grant to an agent's scope",

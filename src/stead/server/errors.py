@@ -4,7 +4,8 @@ Every answer that is not a success is ``{"error": {"code": CODE, "message":
 TEXT}}``. The code is the snake-case name of the :mod:`stead.errors` class
 (``not_found``, ``lease_held``, ``governance_error``…), or one of the server's
 own (:data:`OWN`), so a client can branch on it; the message is the one the
-command line prints, saying what went wrong and what to do.
+command line prints, saying what went wrong and what to do, with each command
+it suggests told as the API route that does it (:func:`for_http`).
 """
 
 from __future__ import annotations
@@ -69,8 +70,39 @@ def status_of(exc: errors.SteadError) -> int:
     return next((s for cls, s in STATUS if isinstance(exc, cls)), 400)
 
 
+_ID = r"([A-Za-z0-9_.\-{}]+)"
+_ROUTES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(pattern), route)
+    for pattern, route in (
+        (r"`stead ls`", "GET /v1/agents"),
+        (r"`stead approvals`", "GET /v1/approvals"),
+        (r"`stead snapshots AGENT`", "GET /v1/agents/{agent_id}/snapshots"),
+        (rf"`stead snapshots {_ID}`", r"GET /v1/agents/\1/snapshots"),
+        (rf"`stead resume {_ID}`", r"POST /v1/agents/\1/run"),
+        (rf"`stead wake {_ID}`", r"POST /v1/agents/\1/wake"),
+        (rf"`stead show {_ID}`", r"GET /v1/agents/\1"),
+        (rf"`stead trace {_ID}`", r"GET /v1/agents/\1/events"),
+        (rf"`stead scope {_ID}`", r"GET /v1/agents/\1/scope"),
+        (rf"`stead audit verify {_ID}`", r"GET /v1/agents/\1/audit"),
+        (rf"`stead check {_ID}`", r"GET /v1/agents/\1/check"),
+        (r"`stead model set`", "PUT /v1/agents/{agent_id}/model"),
+        (r"`stead approve`", "POST /v1/approvals/{approval_id}/approve"),
+        (r"`stead send`", "POST /v1/agents/{agent_id}/messages"),
+    )
+]
+"""The command-line hints in errors' words, and the API route an HTTP caller uses instead."""
+
+
+def for_http(message: str) -> str:
+    """``message`` with each command it suggests told as the API route that does it."""
+    for pattern, route in _ROUTES:
+        message = pattern.sub(route, message)
+    return message
+
+
 def from_error(exc: errors.SteadError, message: str | None = None) -> JSONResponse:
-    return problem(code_of(exc), str(exc) if message is None else message, status_of(exc))
+    text = str(exc) if message is None else message
+    return problem(code_of(exc), for_http(text), status_of(exc))
 
 
 ERROR_SCHEMA = {

@@ -41,6 +41,7 @@ FIELDS: dict[str, str] = {
     "scope": "its grants",
     "tool_autonomy": "autonomy per tool",
     "out_of_scope": "refuse or ask",
+    "on_text": "what a text answer is: wait, finish or refuse",
     "monitors": "the built-in rules, and custom sequence and count rules (no python)",
 }
 """Every field a spec from the network may carry, and what it may say."""

@@ -60,13 +60,18 @@ class ServerWorkers:
         child_command: Sequence[str] = (),
         poll: float = 1.0,
         on_pass: Callable[[WorkerReport], None] | None = None,
+        deliver: Callable[[], object] | None = None,
+        close: Callable[[], None] | None = None,
     ) -> None:
         self.worker = worker
         self.poll = poll
         self.on_pass = on_pass
+        self.deliver = deliver  # webhooks, on a thread of their own: a slow receiver
+        self._close = close  # delays no agent
         self._woken = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._delivering: threading.Thread | None = None
         self._children = [_Child(list(child_command), self._stopped) for _ in range(children)]
 
     @property
@@ -78,6 +83,9 @@ class ServerWorkers:
         if self.worker is not None:
             self._thread = threading.Thread(target=self._loop, name="stead-serve-worker")
             self._thread.start()
+        if self.deliver is not None:
+            self._delivering = threading.Thread(target=self._deliver, name="stead-webhooks")
+            self._delivering.start()
         for child in self._children:
             child.start()
 
@@ -106,6 +114,15 @@ class ServerWorkers:
             if not worker.stopping:
                 worker.wait_for_work(self.poll, self._woken)
 
+    def _deliver(self) -> None:
+        assert self.deliver is not None
+        while not self._stopped.is_set():
+            try:
+                self.deliver()
+            except Exception:  # a store that cannot be used now: the next look tries again
+                _log.exception("webhook delivery failed a pass; trying again")
+            self._stopped.wait(max(self.poll, 1.0))
+
     def stop(self, timeout: float = 30.0) -> None:
         """Start no more agents; running ones end the step they are in, their leases
         given back. Children are sent SIGTERM, which does the same for theirs."""
@@ -116,6 +133,11 @@ class ServerWorkers:
             child.terminate()
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._delivering is not None:
+            self._delivering.join(timeout)
+        if self._close is not None:
+            self._close()
+            self._close = None
         for child in self._children:
             child.wait(timeout)
 

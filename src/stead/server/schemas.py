@@ -73,7 +73,12 @@ EVENT = answer(
 EVENT_PAGE = answer(
     {"events": listing(EVENT), "next": {"type": ["integer", "null"]}},
 )
-APPROVAL = answer({"agent_id": ID, "approval_id": ID, "tool": TEXT}, required=["agent_id"])
+APPROVAL = answer(
+    {"agent_id": ID, "approval_id": ID, "tool": TEXT, "args": OBJECT, "reason": TEXT,
+     "agent": OBJECT, "why": TEXT, "origins": OBJECT, "change": {"type": ["string", "null"]},
+     "asked_at": NUMBER, "waited": NUMBER, "valid": OBJECT},
+    required=["agent_id"],
+)  # fmt: skip
 AUDIT = answer(
     {"agent_id": ID, "ok": {"type": "boolean"}, "events": {"type": "integer"},
      "head_hash": {"type": ["string", "null"]}, "bad_event": {"type": ["integer", "null"]},

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import secrets
 import threading
 from collections.abc import Callable
@@ -40,7 +41,10 @@ from ..clock import iso
 from ..errors import NotFound, SteadError, UsageError
 from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
+from ..integrity.inbox import explained, origin_text, plural, waited_text
 from ..journal import Kind
+from ..notify import hooks
+from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
 from ..summaries import shown
@@ -61,6 +65,11 @@ _TEMPLATES = Environment(
 )
 _TEMPLATES.filters["iso"] = iso
 _TEMPLATES.filters["shown"] = lambda text: shown(str(text))  # an agent's words, escapes visible
+_TEMPLATES.filters["plural"] = lambda n, word: plural(int(n), word)
+_TEMPLATES.filters["origin"] = lambda o: shown(origin_text(o))
+_TEMPLATES.filters["waited"] = waited_text
+# a value as JSON a person reads (autoescaped after, as any str): "<" stays "<", not \u003c
+_TEMPLATES.filters["pretty"] = lambda v: shown(json.dumps(v, indent=2, ensure_ascii=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +211,24 @@ def routes(server: Server) -> list[Route]:
         listed = [a for a in shown if wanted in (None, a.status)]
         pending = rt.pending_approvals(token.tenant)
         return _page("agents.html", token=token, session=session, agents=listed,
-                     status=wanted, pending=len(pending))  # fmt: skip
+                     status=wanted, pending=len(pending),
+                     deleted=request.query_params.get("deleted"),
+                     collected=request.query_params.get("collected"),
+                     can_collect=auth.allows(token.role, "govern"))  # fmt: skip
+
+    def collect(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "govern"):
+            return _page("error.html", 403, message=f"A {token.role} cannot delete agents.",
+                         token=token, session=session)  # fmt: skip
+        text = str(request.state.form.get("days", "")).strip()
+        if not text.isdigit() or len(text) > 5:
+            raise UsageError("the retention is a whole number of days (0 to 36500)")
+        dry = request.state.form.get("dry_run") == "on"
+        done = retention.gc(server.runtime(token), int(text) * 86400.0, dry_run=dry,
+                            tenant=token.tenant)  # fmt: skip
+        said = (f"{'Would delete' if dry else 'Deleted'} {len(done['agents'])} finished "
+                f"agent(s) and {done['blobs']} unused blob(s).")  # fmt: skip
+        return RedirectResponse(f"/?collected={quote(said)}", status_code=303)
 
     def agent(request: Request, session: Session, token: TokenRecord) -> Response:
         rt = server.runtime(token)
@@ -210,7 +236,7 @@ def routes(server: Server) -> list[Route]:
         record = rt.store.get_record(agent_id)
         state = rt.store.load_state(agent_id)
         events = [describe(e) for e in rt.store.read_events(agent_id)]
-        mine = [a for _, a in rt.pending_approvals(token.tenant, agent_id)]
+        mine = [a for _, a in explained(rt, rt.pending_approvals(token.tenant, agent_id))]
         scope = rt.scope(agent_id)
         certificate = None
         if state.status == "completed":
@@ -223,6 +249,8 @@ def routes(server: Server) -> list[Route]:
                      events=events, approvals=mine, validity=VALIDITY, kinds=KINDS,
                      scope=scope, snapshots=rt.store.list_snapshots(agent_id),
                      certificate=certificate, can_answer=auth.allows(token.role, "approve"),
+                     can_cancel=auth.allows(token.role, "operate") and not state.is_final,
+                     can_delete=auth.allows(token.role, "govern"),
                      now=rt.clock.now())  # fmt: skip
 
     def event(request: Request, session: Session, token: TokenRecord) -> Response:
@@ -236,6 +264,24 @@ def routes(server: Server) -> list[Route]:
         return _page("event.html", token=token, session=session, agent_id=agent_id,
                      event=found[0], line=describe(found[0]),
                      lineage=graph.lineage(seq), impact=graph.impact(seq))  # fmt: skip
+
+    def cancel(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "operate"):
+            return _page("error.html", 403, message=f"A {token.role} cannot cancel agents.",
+                         token=token, session=session)  # fmt: skip
+        agent_id = request.path_params["agent_id"]
+        server.runtime(token).cancel(agent_id, str(request.state.form.get("reason", "")))
+        return RedirectResponse(f"/agents/{agent_id}", status_code=303)
+
+    def delete(request: Request, session: Session, token: TokenRecord) -> Response:
+        if not auth.allows(token.role, "govern"):
+            return _page("error.html", 403, message=f"A {token.role} cannot delete agents.",
+                         token=token, session=session)  # fmt: skip
+        agent_id = request.path_params["agent_id"]
+        if request.state.form.get("confirm", "") != agent_id:
+            raise UsageError("to delete the agent, type its id to confirm")
+        done = retention.delete(server.runtime(token), agent_id)
+        return RedirectResponse(f"/?deleted={quote(done['agent_id'])}", status_code=303)
 
     def clear(request: Request, session: Session, token: TokenRecord) -> Response:
         if not auth.allows(token.role, "approve"):
@@ -251,9 +297,10 @@ def routes(server: Server) -> list[Route]:
 
     def inbox(request: Request, session: Session, token: TokenRecord) -> Response:
         rt = server.runtime(token)
-        pending = rt.pending_approvals(token.tenant)
+        pending = explained(rt, rt.pending_approvals(token.tenant))
         return _page("approvals.html", token=token, session=session, pending=pending,
                      validity=VALIDITY, done=request.query_params.get("done"),
+                     verdict=request.query_params.get("as"),
                      can_answer=auth.allows(token.role, "approve"))  # fmt: skip
 
     def answer(request: Request, session: Session, token: TokenRecord) -> Response:
@@ -274,7 +321,12 @@ def routes(server: Server) -> list[Route]:
             rt.approve(approval_id, float(seconds))
         else:
             rt.deny(approval_id, str(form.get("reason", "")))
-        return RedirectResponse(f"/approvals?done={approval_id}", status_code=303)
+        return RedirectResponse(f"/approvals?done={quote(approval_id)}&as={verdict}",
+                                status_code=303)  # fmt: skip
+
+    def webhooks(request: Request, session: Session, token: TokenRecord) -> Response:
+        listed = hooks.listing(hooks.rows_of(server.store), token.tenant)
+        return _page("webhooks.html", token=token, session=session, webhooks=listed)
 
     def logout(request: Request, session: Session, token: TokenRecord) -> Response:
         sessions.close(request.cookies.get(COOKIE, ""))
@@ -288,10 +340,14 @@ def routes(server: Server) -> list[Route]:
         Route("/", page(agents), methods=["GET"]),
         Route("/agents/{agent_id}", page(agent), methods=["GET"]),
         Route("/agents/{agent_id}/events/{seq:int}", page(event), methods=["GET"]),
+        Route("/gc", page(collect, post=True), methods=["POST"]),
+        Route("/agents/{agent_id}/cancel", page(cancel, post=True), methods=["POST"]),
+        Route("/agents/{agent_id}/delete", page(delete, post=True), methods=["POST"]),
         Route(
             "/agents/{agent_id}/violations/{vid}/clear", page(clear, post=True), methods=["POST"]
         ),
         Route("/approvals", page(inbox), methods=["GET"]),
         Route("/approvals/{approval_id}/{verdict:str}", page(answer, post=True), methods=["POST"]),
+        Route("/webhooks", page(webhooks), methods=["GET"]),
         Route("/logout", page(logout, post=True), methods=["POST"]),
     ]

@@ -414,6 +414,13 @@ class Store(abc.ABC):
         """Give the lease up if it is still held at its epoch; otherwise do nothing."""
 
     @abc.abstractmethod
+    def delete_agent(self, agent_id: str, now: float) -> None:
+        """Remove the agent's rows in one transaction (:mod:`stead.store.deletion`):
+        :class:`~stead.errors.NotFound` if there is none, :class:`~stead.errors.
+        LeaseHeld` while anyone holds its lease live. Its content in the blob store
+        is collected separately, once nothing refers to it."""
+
+    @abc.abstractmethod
     def get_lease(self, agent_id: str) -> Lease | None:
         """The agent's lease row, live or expired, or None if it never had one."""
 

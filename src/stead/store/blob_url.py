@@ -53,6 +53,9 @@ class BlobBackend(Protocol):
     def tenant(self, tenant: str) -> Blobs:
         """One tenant's blobs; no digest reaches another tenant's."""
 
+    def tenants(self) -> list[str]:
+        """Every tenant with blobs here (for a collection: :mod:`stead.store.collect`)."""
+
     def close(self) -> None:
         """Let go of connections (the backend may be used again: it reopens them)."""
 
@@ -66,6 +69,12 @@ class LocalBlobs:
 
     def tenant(self, tenant: str) -> Blobs:
         return BlobStore(self.root / check_id(tenant, "tenant"))
+
+    def tenants(self) -> list[str]:
+        """The tenants with a folder here (for a collection)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir())
 
     def close(self) -> None:
         pass  # nothing is held open between calls

@@ -26,6 +26,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import zstandard
@@ -107,7 +108,10 @@ class BlobStore:
         digest = check_digest(digest, for_put=True) if digest else hashlib.sha256(data).hexdigest()
         path = self._path(digest)
         if path.exists():
-            return digest
+            # stored again: new to whoever writes it now, so a collection spares it
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(path)
+                return digest
         packed = pack(data)
         path.parent.mkdir(exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -129,6 +133,28 @@ class BlobStore:
             return  # names no blob: nothing to delete
         with contextlib.suppress(FileNotFoundError):
             self._path(digest).unlink()
+
+    def stored(self) -> Iterator[tuple[str, float]]:
+        """Every blob here, with when it was last stored (for a collection)."""
+        for folder in sorted(self.root.glob("[0-9a-f][0-9a-f]")):
+            for path in sorted(folder.iterdir()):
+                digest = folder.name + path.name
+                if is_digest(digest):
+                    with contextlib.suppress(FileNotFoundError):
+                        yield digest, path.stat().st_mtime
+
+    def forget_if_older(self, digest: str, cutoff: float) -> int:
+        """Delete the blob if it was last stored before ``cutoff``; its stored bytes
+        if it was deleted, else 0."""
+        path = self._path(digest)
+        try:
+            found = path.stat()
+            if found.st_mtime >= cutoff:
+                return 0
+            path.unlink()
+        except FileNotFoundError:
+            return 0
+        return found.st_size
 
     def get(self, digest: str) -> bytes:
         """The bytes named by ``digest``, checked against it."""

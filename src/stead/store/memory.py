@@ -21,6 +21,7 @@ from ..errors import (
     StoreError,
 )
 from ..journal import Event, Kind
+from ..notices import notices
 from ..state import State
 from .anchors import Anchor, state_row
 from .base import (
@@ -41,18 +42,21 @@ from .base import (
     snapshot_made,
     wake_at,
 )
+from .deletion import not_found, refuse_if_held
 from .tokens import MemoryTokenRows
+from .webhook_rows import MemoryWebhookRows
 
 
 def _copy(value: Any) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemoryTokenRows, Store):
+class MemoryStore(MemoryTokenRows, MemoryWebhookRows, Store):
     """Keeps everything in dictionaries; lost when the process ends."""
 
     def __init__(self) -> None:
         MemoryTokenRows.__init__(self)
+        MemoryWebhookRows.__init__(self)
         self._lock = threading.RLock()
         self._records: dict[str, AgentRecord] = {}
         self._states: dict[str, str] = {}
@@ -151,12 +155,14 @@ class MemoryStore(MemoryTokenRows, Store):
             stored_version = len(self._events[agent_id])
             check_write(agent_id, epoch, current_epoch, expected_version, stored_version)
             snapshots = self._snapshot_changes(events, state.tenant)
+            before = self._index[agent_id][0]
             self._events[agent_id].extend(self._stored(e) for e in events)
             self._states[agent_id] = state_row(state, anchor)
             self._updated[agent_id] = at
             self._index[agent_id] = (state.status, wake_at(state))
             self._snapshots.update(snapshots)
             self._anchors[agent_id] = anchor
+            self._enqueue(state.tenant, notices(events, before, state))
 
     def get_anchor(self, agent_id: str) -> Anchor | None:
         self.get_record(agent_id)
@@ -256,6 +262,19 @@ class MemoryStore(MemoryTokenRows, Store):
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._lock:
             return self._leases.get(agent_id)
+
+    def delete_agent(self, agent_id: str, now: float) -> None:
+        with self._lock:
+            if agent_id not in self._records:
+                raise not_found(agent_id)
+            refuse_if_held(self._leases.get(agent_id), now)
+            for rows in (self._records, self._states, self._updated, self._events,
+                         self._leases, self._signals, self._anchors, self._index):  # fmt: skip
+                rows.pop(agent_id, None)
+            for key in [k for k in self._secrets if k[1] == agent_id]:
+                del self._secrets[key]
+            for sid in [s for s, r in self._snapshots.items() if r.agent_id == agent_id]:
+                del self._snapshots[sid]
 
     def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
         with self._lock:

@@ -80,6 +80,7 @@ from ..errors import (
     StoreUnusable,
 )
 from ..journal import Event, Kind
+from ..notices import notices
 from ..state import State
 from . import postgres_snapshots, postgres_url, postgres_wakeups
 from .anchors import Anchor, state_row
@@ -95,6 +96,7 @@ from .base import (
     renewal_refused,
     wake_at,
 )
+from .deletion import SqlDeletion
 from .postgres_migrations import (
     INDEXED_KINDS,
     INDEXED_SQL,
@@ -106,6 +108,7 @@ from .postgres_migrations import (
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
 from .tokens import SqlTokenRows
+from .webhook_rows import SqlWebhookRows, sql_enqueue
 
 _PAGE = 2_000
 _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)
@@ -113,8 +116,11 @@ _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeou
 _EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch"
 
 
-class PostgresStore(PostgresRows, SqlTokenRows):
+class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     """A store in one PostgreSQL schema, shared by every worker that names it."""
+
+    MARK = "%s"
+    _skip_locked = " FOR UPDATE SKIP LOCKED"
 
     schema_version = len(MIGRATIONS)
     _param = "%s"
@@ -387,6 +393,7 @@ class PostgresStore(PostgresRows, SqlTokenRows):
         for ev in events:
             if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
                 postgres_snapshots.change(db, ev, state.tenant)
+        sql_enqueue(db, "%s", state.tenant, notices(events, str(row[1]), state))
 
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None

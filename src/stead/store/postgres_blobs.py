@@ -51,6 +51,10 @@ class PostgresBlobs:
     def tenant(self, tenant: str) -> TenantBlobs:
         return TenantBlobs(self, check_id(tenant, "tenant"))
 
+    def tenants(self) -> list[str]:
+        with self.conn() as db:
+            return [str(r[0]) for r in db.execute("SELECT DISTINCT tenant FROM blobs ORDER BY 1")]
+
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
@@ -120,8 +124,9 @@ class TenantBlobs:
         digest = check_digest(digest, for_put=True) if digest else hashlib.sha256(data).hexdigest()
         with self._backend.conn() as db:
             db.execute(
+                # stored again: new to whoever writes it now, so a collection spares it
                 "INSERT INTO blobs (tenant, digest, data, size) VALUES (%s, %s, %b, %s) "
-                "ON CONFLICT (tenant, digest) DO NOTHING",
+                "ON CONFLICT (tenant, digest) DO UPDATE SET stored_at = EXCLUDED.stored_at",
                 (self.tenant, digest, pack(data), len(data)),
             )
         return digest
@@ -136,6 +141,25 @@ class TenantBlobs:
         if row is None:
             raise NotFound(self._missing(digest))
         return unpack(bytes(row[0]), digest, self._where())
+
+    def stored(self) -> Iterator[tuple[str, float]]:
+        with self._backend.conn() as db:
+            rows = db.execute(
+                "SELECT digest, stored_at FROM blobs WHERE tenant = %s ORDER BY digest",
+                (self.tenant,),
+            ).fetchall()
+        for digest, at in rows:
+            yield str(digest), float(at)
+
+    def forget_if_older(self, digest: str, cutoff: float) -> int:
+        check_digest(digest)
+        with self._backend.conn() as db:  # one statement: a blob stored again is spared
+            row = db.execute(
+                "DELETE FROM blobs WHERE tenant = %s AND digest = %s AND stored_at < %s "
+                "RETURNING octet_length(data)",
+                (self.tenant, digest, cutoff),
+            ).fetchone()
+        return int(row[0]) if row else 0
 
     def forget(self, digest: str) -> None:
         if is_digest(digest):

@@ -22,7 +22,8 @@ snapshots, anchors), written for PostgreSQL:
 
 Migration 2 adds the ``blobs`` table of :mod:`stead.store.postgres_blobs`
 (PostgreSQL only: a SQLite store keeps its blobs in a folder); 3 the API
-tokens; 4 the anchors' ``spec_hash`` and ``epoch`` (SQLite's 9).
+tokens; 4 the anchors' ``spec_hash`` and ``epoch`` (SQLite's 9); 5 when each
+blob was stored; 6 the webhooks and their outbox (SQLite's 10).
 
 When a new stead folds existing events into something else, it appends
 :func:`refold_states` to this list as well as to SQLite's.
@@ -40,7 +41,7 @@ from ..canonical import dumps, loads
 from ..errors import SchemaTooNew, StoreUnusable
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import tokens
+from . import tokens, webhook_rows
 from .base import wake_at
 
 INDEXED_KINDS = (
@@ -202,6 +203,15 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE anchors ADD COLUMN IF NOT EXISTS spec_hash TEXT NOT NULL DEFAULT '';
     ALTER TABLE anchors ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;
     """,
+    # 5: when each blob was last stored, so that a collection (stead gc) spares blobs
+    # written moments ago that the commit naming them has not yet stored; blobs
+    # stored before count as stored now
+    """
+    ALTER TABLE blobs ADD COLUMN stored_at DOUBLE PRECISION NOT NULL
+        DEFAULT extract(epoch FROM now());
+    """,
+    # 6: webhooks, their outbox and the attempts made (SQLite's 10)
+    webhook_rows.POSTGRES_CREATE,
 ]
 
 

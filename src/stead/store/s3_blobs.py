@@ -31,6 +31,7 @@ import hashlib
 import re
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -78,6 +79,19 @@ class S3Blobs:
             self.where += f" at {self.endpoint_url}"
         self._client: S3Client | None = None
         self._lock = threading.Lock()
+
+    def tenants(self) -> list[str]:
+        prefix = self.key("", "").rstrip("/")
+        prefix = f"{prefix}/" if prefix else ""
+        pages = self.client().get_paginator("list_objects_v2")
+        found: list[str] = []
+        try:
+            for page in pages.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+                shared = page.get("CommonPrefixes", [])
+                found += [p["Prefix"][len(prefix) :].strip("/") for p in shared]
+        except _ERRORS as exc:
+            raise self.failed(exc) from exc
+        return sorted(found)
 
     def tenant(self, tenant: str) -> TenantBlobs:
         return TenantBlobs(self, check_id(tenant, "tenant"))
@@ -176,6 +190,7 @@ class TenantBlobs:
     def put(self, data: bytes, digest: str | None = None) -> str:
         digest = check_digest(digest, for_put=True) if digest else hashlib.sha256(data).hexdigest()
         if self._head(digest) is not None:
+            self._touch(digest)  # new to whoever writes it now: a collection spares it
             return digest
         try:
             self._backend.client().put_object(
@@ -184,6 +199,43 @@ class TenantBlobs:
         except _ERRORS as exc:
             raise self._backend.failed(exc) from exc
         return digest
+
+    def _touch(self, digest: str) -> None:
+        key = self._key(digest)
+        try:
+            self._backend.client().copy_object(
+                Bucket=self._backend.bucket, Key=key, MetadataDirective="REPLACE",
+                CopySource={"Bucket": self._backend.bucket, "Key": key},
+                Metadata={"stored": "again"},
+            )  # fmt: skip
+        except _ERRORS as exc:
+            raise self._backend.failed(exc) from exc
+
+    def stored(self) -> Iterator[tuple[str, float]]:
+        prefix = self._backend.key(self.tenant, "") + "/"
+        pages = self._backend.client().get_paginator("list_objects_v2")
+        try:
+            for page in pages.paginate(Bucket=self._backend.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    digest = item["Key"][len(prefix) :].replace("/", "")
+                    if is_digest(digest):
+                        yield digest, item["LastModified"].timestamp()
+        except _ERRORS as exc:
+            raise self._backend.failed(exc) from exc
+
+    def forget_if_older(self, digest: str, cutoff: float) -> int:
+        key = self._key(digest)
+        client = self._backend.client()
+        try:
+            head = client.head_object(Bucket=self._backend.bucket, Key=key)
+            if head["LastModified"].timestamp() >= cutoff:
+                return 0
+            client.delete_object(Bucket=self._backend.bucket, Key=key)
+        except _ERRORS as exc:
+            if _missing_code(exc):
+                return 0
+            raise self._backend.failed(exc) from exc
+        return int(head["ContentLength"])
 
     def get(self, digest: str) -> bytes:
         key = self._key(digest)

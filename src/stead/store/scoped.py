@@ -150,6 +150,10 @@ class TenantStore(Store):
         self._check(agent_id)
         return self.inner.get_lease(agent_id)
 
+    def delete_agent(self, agent_id: str, now: float) -> None:
+        self._check(agent_id)  # another tenant's agent is not found, as everywhere here
+        self.inner.delete_agent(agent_id, now)
+
     def claim_new(self, agent_id: str) -> None:
         """Let this view write the secrets of an agent it is about to create (its
         identity key, sealed before the agent's first transaction), and nothing

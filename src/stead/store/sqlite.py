@@ -38,6 +38,7 @@ from ..errors import (
     StoreUnusable,
 )
 from ..journal import Event, Kind
+from ..notices import notices
 from ..state import State
 from . import sqlite_anchors, sqlite_snapshots
 from .anchors import Anchor, state_row
@@ -56,8 +57,10 @@ from .base import (
     renewal_refused,
     wake_at,
 )
+from .deletion import SqlDeletion
 from .sqlite_migrations import MIGRATIONS, apply_migrations
 from .tokens import SqlTokenRows
+from .webhook_rows import SqlWebhookRows, sql_enqueue
 
 BUSY_TIMEOUT_MS = 10_000
 INDEXED_KINDS = (
@@ -78,7 +81,7 @@ def _no_store(path: Path) -> StoreUnusable:
     return StoreUnusable(f"there is no store at {path}; check --store (or $STEAD_STORE)")
 
 
-class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
+class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebhookRows, Store):
     """A store in one SQLite file."""
 
     schema_version = len(MIGRATIONS)
@@ -345,7 +348,9 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
         at: float,
         anchor: Anchor,
     ) -> None:
-        row = db.execute("SELECT version FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
+        row = db.execute(
+            "SELECT version, status FROM agents WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}")
         lease = db.execute("SELECT epoch FROM leases WHERE agent_id = ?", (agent_id,)).fetchone()
@@ -361,6 +366,7 @@ class SqliteStore(sqlite_anchors.AnchorRows, SqlTokenRows, Store):
         for ev in events:
             if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
                 sqlite_snapshots.change(db, ev, state.tenant)
+        sql_enqueue(db, "?", state.tenant, notices(events, str(row[1]), state))
 
     # -- hibernation: the rows live in stead.store.sqlite_snapshots ---------------
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ..canonical import dumps, loads
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import sqlite_anchors, tokens
+from . import sqlite_anchors, tokens, webhook_rows
 from .base import wake_at
 
 
@@ -169,6 +169,9 @@ MIGRATIONS: list[Migration] = [
     # 9: each anchor also pins the agent's spec and the lease epoch of its commit, so
     # an edited spec column or a lease set back is refused (stead.integrity.sealing)
     sqlite_anchors.seal,
+    # 10: webhooks, their outbox (rows put in the transaction of the events that cause
+    # them) and the attempts made to deliver them
+    webhook_rows.SQLITE_CREATE,
 ]
 
 

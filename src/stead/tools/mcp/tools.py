@@ -17,8 +17,9 @@ and outcome. What is particular to MCP is decided here:
 * **Results.** Text parts are kept as text (a long one is stored whole as a
   blob and its start kept); images, audio and binary resources are stored as
   blobs and named by digest; structured content is
-  kept as JSON. A result the server marks as an error is the model's to see,
-  as a failed call.
+  kept as JSON, and a text part that only repeats it as JSON (as servers
+  send it, for older clients) is dropped, so the model sees it once. A
+  result the server marks as an error is the model's to see, as a failed call.
 """
 
 from __future__ import annotations
@@ -191,10 +192,22 @@ def render(result: Mapping[str, Any], ctx: ToolContext) -> Any:
     structured = result.get("structuredContent")
     if structured is None and len(parts) == 1 and set(parts[0]) == {"type", "text"}:
         return parts[0]["text"]
+    if structured is not None:  # servers repeat it as JSON text: shown once, as JSON
+        parts = [p for p in parts if not _repeats(p, structured)]
     out: dict[str, Any] = {"content": parts}
     if structured is not None:
         out["structured"] = structured
     return out
+
+
+def _repeats(part: Mapping[str, Any], structured: Any) -> bool:
+    """Whether a text part is the structured content written out as JSON."""
+    if part.get("type") != "text" or part.get("cut"):
+        return False
+    try:
+        return bool(json.loads(str(part.get("text"))) == structured)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _part(part: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
