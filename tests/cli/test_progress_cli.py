@@ -56,6 +56,7 @@ def provider_spec(tmp_path: Path, provider: str, url: str) -> Path:
         "instructions": "Write notes.txt, then finish.",
         "model": {"provider": provider, "name": "m-1", "base_url": url},
         "tools": ["write_file", "read_file"],
+        "on_text": "refuse",  # a text answer is refused, saying why
     }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -79,6 +80,7 @@ def test_run_prints_each_step_as_it_happens_and_trace_shows_the_details(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv(f"{provider.upper()}_API_KEY", "sk-test-0123456789")
+    monkeypatch.setenv("STEAD_MODEL_KEY_ENV", f"{provider.upper()}_API_KEY")  # to 127.0.0.1
     store = f"sqlite:///{tmp_path / 'db' / 's.db'}"
     long_text = "line of notes " * 200
     server.queue(

@@ -59,7 +59,8 @@ def live_site(tmp_path: Path) -> Iterator[tuple[Site, FakeServer, threading.Even
         env |= {"PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}",
                 "STEAD_STORE": f"sqlite:///{tmp_path / 'stead.db'}",
                 "STEAD_SECRET_KEY": base64.b64encode(os.urandom(32)).decode(),
-                "OPENAI_API_KEY": "sk-test-0123456789"}  # fmt: skip
+                "OPENAI_API_KEY": "sk-test-0123456789",
+                "STEAD_MODEL_KEY_ENV": "OPENAI_API_KEY"}  # fmt: skip
         token = _stead("token", "create", "--tenant", "default", "--role", "operator",
                        "--name", "Ana", env=env)["token"]  # fmt: skip
         with socket.socket() as s:

@@ -85,7 +85,7 @@ def action_text(action: Mapping[str, Any]) -> str:
     if action.get("type") == "tool":
         return f"{action.get('tool')}({args_text(action.get('args', {}))})"
     kind = str(action.get("type"))
-    carried = {k: v for k, v in action.items() if k not in ("type", "call_id")}
+    carried = {k: v for k, v in action.items() if k not in ("type", "call_id", "said")}
     return f"{kind} {clip(compact(carried), ARGS_WIDTH)}" if carried else kind
 
 
