@@ -22,7 +22,8 @@ from .stream import stream
 
 STREAM = Endpoint(
     "GET", "/v1/agents/{agent_id}/stream", "read",
-    "Follow an agent's journal (Server-Sent Events; resume with Last-Event-ID)", stream,
+    "Follow an agent's journal (Server-Sent Events; resume with Last-Event-ID), "
+    "and its model's text as it is written (event: text, no id)", stream,
     {"type": "string"}, query={"after": {"type": "integer", "minimum": 0}},
     media="text/event-stream",
 )  # fmt: skip
