@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stead import Runtime
 from stead.cli.main import main
+from stead.spec import load_spec
+from stead.store.sqlite import SqliteStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -83,3 +86,25 @@ def test_work_forever_logs_text_as_activations_happen(
         assert any(f"start {agent_id} (logged)" in line for line in lines)
         end = next(line for line in lines if f"end   {agent_id} (logged)" in line)
         assert "completed, 2 steps" in end and "tokens" in end
+
+
+def test_an_activation_that_ends_first_is_logged_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A slow agent does not hold back the log of one that ended while it worked."""
+    store = f"sqlite:///{tmp_path / 'db' / 's.db'}"
+    for name, script in (
+        ("a_slow", [{"tool": "shell", "args": {"command": "sleep 3"}}, {"finish": "slept"}]),
+        ("b_quick", [{"remember": {"k": "v"}}, {"finish": "done"}]),
+    ):
+        (tmp_path / f"{name}.script.yaml").write_text(yaml.safe_dump(script))
+        spec = tmp_path / f"{name}.yaml"
+        spec.write_text(yaml.safe_dump({"name": name, "model": f"scripted:{name}.script.yaml",
+                                        "tools": ["shell"]}))  # fmt: skip
+        rt = Runtime(SqliteStore(tmp_path / "db" / "s.db"), tmp_path / "db")
+        rt.create(load_spec(spec), f"ag_{name}")  # made, not run: the worker runs both
+        rt.close()
+    assert main(["work", "--store", store, "--log-format", "json", "--concurrency", "2"]) == 0
+    entries = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    ends = [e["agent_id"] for e in entries if e["event"] == "end"]
+    assert ends == ["ag_b_quick", "ag_a_slow"]  # though the slow one came first

@@ -19,7 +19,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from ..errors import LeaseHeld, SteadError
@@ -138,8 +138,9 @@ class Worker:
                     futures = {
                         a: pool.submit(self._run_one, a, committer, claimed.get(a)) for a in todo
                     }
-                    for agent_id, future in futures.items():
-                        self._collect(agent_id, future, report)
+                    named = {future: agent_id for agent_id, future in futures.items()}
+                    for future in as_completed(named):  # each outcome as its agent ends
+                        self._collect(named[future], future, report)
         finally:
             committer.close()
             report.commits, report.batches = committer.commits, committer.batches
