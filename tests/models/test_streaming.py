@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from stead import parse_spec
 from stead.livetext import CHANNEL, Piece
 from stead.models import sse
 
@@ -131,3 +134,40 @@ def test_a_run_on_two_threads_publishes_each_agents_text_to_its_watchers(
             stop()
     for agent_id, pieces in seen.items():
         assert pieces and all(p.agent_id == agent_id for p in pieces) and pieces[-1].done
+
+
+def test_a_recorded_run_still_shows_the_text_as_it_streams(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    from stead import Kind
+
+    from .agents import runtime
+    from .test_real_agent import agent
+
+    def slowly(body: dict[str, object]) -> Iterator[bytes]:
+        for chunk in as_stream(body):
+            time.sleep(0.03)
+            yield chunk
+
+    rt = runtime(tmp_path)
+    agent_id = agent(rt, tmp_path, "openai", server.url)
+    calls = [openai_call("call_1", "finish", {"summary": "done"})]
+    body = openai_answer(calls, "A long thought, written slowly, piece by piece, to the end.")
+    server.queue(Reply(200, headers={"content-type": "text/event-stream"}, chunks=slowly(body)))
+    recording = tmp_path / "run.jsonl"
+    seen: list[Piece] = []
+    stop = CHANNEL.watch(agent_id, seen.append)
+    try:
+        assert rt.run(agent_id, record_model=recording).state.status == "completed"
+    finally:
+        stop()
+    assert [p.done for p in seen].count(False) >= 2 and seen[-1].done  # as it came
+    (line,) = [json.loads(x) for x in recording.read_text().splitlines()[1:]]
+    assert line["content_type"] == "text/event-stream" and "data: [DONE]" in line["answer"]["raw"]
+    same = {"name": "writer", "instructions": "Write hello.txt, read it back, then finish.",
+            "model": f"replay:{recording}", "tools": ["write_file", "read_file"]}  # fmt: skip
+    replayed = rt.create(parse_spec(same, tmp_path)).agent_id
+    assert rt.run(replayed).state.status == "completed"
+    decisions = [e for e in rt.store.read_events(replayed) if e.kind == Kind.DECISION]
+    assert decisions[0].data["actions"][0]["type"] == "finish"
+    rt.close()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,11 @@ class RecordingTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = self._inner.handle_request(request)
         headers = kept_headers(response.headers.multi_items())
+        if "text/event-stream" in response.headers.get("content-type", ""):
+            # passed on as it arrives (the model shows its text while it writes),
+            # recorded once it has ended
+            tee = _Tee(response, lambda body: self._append(request, response, body))
+            return httpx.Response(response.status_code, headers=headers, stream=tee)
         too_long = False
         try:  # read as the model reads it: never past its bound
             body = read_bounded(response.iter_bytes(), None)
@@ -76,6 +81,14 @@ class RecordingTransport(httpx.BaseTransport):
             body = TOO_LONG.encode()
         finally:
             response.close()
+        self._append(request, response, body)
+        if too_long:  # the model is shown an answer past its bound, and refuses it
+            return httpx.Response(
+                response.status_code, headers=headers, content=bytes(MAX_ANSWER_BYTES + 1)
+            )
+        return httpx.Response(response.status_code, headers=headers, content=body)
+
+    def _append(self, request: httpx.Request, response: httpx.Response, body: bytes) -> None:
         try:
             answer: Any = json.loads(body)
         except ValueError:
@@ -86,16 +99,12 @@ class RecordingTransport(httpx.BaseTransport):
             "retry_after": response.headers.get("retry-after"),
             "answer": answer,
         }
-        if "text/event-stream" in response.headers.get("content-type", ""):
+        streamed = "text/event-stream" in response.headers.get("content-type", "")
+        if streamed and body != TOO_LONG.encode():
             line["content_type"] = "text/event-stream"  # a streamed answer's events, raw
         text = json.dumps(self._redactor.value(line), sort_keys=True)
         with self._lock, self._path.open("a", encoding="utf-8") as fh:
             fh.write(text + "\n")
-        if too_long:  # the model is shown an answer past its bound, and refuses it
-            return httpx.Response(
-                response.status_code, headers=headers, content=bytes(MAX_ANSWER_BYTES + 1)
-            )
-        return httpx.Response(response.status_code, headers=headers, content=body)
 
     def close(self) -> None:
         self._inner.close()
@@ -206,3 +215,36 @@ def _where(a: Any, b: Any) -> tuple[str, str]:
         return ("…" if start else "") + text[start : at + 160] + tail
 
     return window(old), window(new)
+
+
+class _Tee(httpx.SyncByteStream):
+    """A streamed answer's bytes passed on as they come, and kept (up to the model's
+    bound) to be recorded when the stream is closed; one past the bound is recorded
+    as :data:`TOO_LONG`."""
+
+    def __init__(self, response: httpx.Response, done: Callable[[bytes], None]) -> None:
+        self._response = response
+        self._done = done
+        self._kept: list[bytes] = []
+        self._size = 0
+        self._whole = False
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._response.iter_bytes():
+            self._size += len(chunk)
+            if self._size <= MAX_ANSWER_BYTES:
+                self._kept.append(chunk)
+            yield chunk
+        self._whole = True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._response.close()
+        if self._size > MAX_ANSWER_BYTES:
+            self._done(TOO_LONG.encode())
+        elif self._whole:
+            self._done(b"".join(self._kept))
+        # else cut off (its time was up): not recorded, as an unstreamed one that timed out
