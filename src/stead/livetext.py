@@ -37,6 +37,9 @@ class Piece:
     """The answer's text so far."""
     done: bool = False
     """The answer is whole (its decision is next in the journal)."""
+    step: int = 0
+    """The decision the answer is for (``step`` of its ``decision`` event), 0 if unknown:
+    a watcher that has the decision already knows the text is stale."""
 
 
 Watcher = Callable[[Piece], None]
@@ -114,6 +117,8 @@ class Speaker:
         self._last = float("-inf")
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self.step = 0
+        """The decision the answer being written is for."""
 
     def begin(self) -> None:
         """A new attempt: what an earlier one wrote is forgotten."""
@@ -159,4 +164,4 @@ class Speaker:
                 return
             self._last, self._sent = self._clock(), self._size
             text = self._redact("".join(self._parts))
-        self._channel.publish(Piece(self.agent_id, text, done))
+        self._channel.publish(Piece(self.agent_id, text, done, self.step))

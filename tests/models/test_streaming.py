@@ -80,7 +80,7 @@ def test_the_text_is_published_as_it_streams_for_the_agent_only(
         stop_mine()
         stop_others()
     assert not others
-    assert mine[-1] == Piece("ag_streaming", WORDS.replace("notes", "[n]"), done=True)
+    assert mine[-1] == Piece("ag_streaming", WORDS.replace("notes", "[n]"), done=True, step=1)
     assert all(WORDS.replace("notes", "[n]").startswith(p.text) for p in mine)
 
 

@@ -40,7 +40,8 @@ def test_the_stream_forwards_the_models_text_without_an_id(served: Served) -> No
                 break
     texts = [f for f in frames if f.get("event") == "text"]
     last: dict[str, Any] = json.loads(texts[-1]["data"])
-    assert last == {"agent_id": agent_id, "text": "I will write the notes.", "done": True}
+    assert last == {"agent_id": agent_id, "text": "I will write the notes.", "done": True,
+                    "step": 0}  # fmt: skip
     assert all("id" not in f for f in texts)
     assert all("someone" not in f["data"] for f in texts)
     journal = [int(f["id"]) for f in frames if "id" in f]

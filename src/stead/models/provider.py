@@ -238,6 +238,8 @@ class ProviderModel:
 
     def decide(self, context: RenderedContext) -> Decision:
         tools = offered_tools(context)
+        if self._speaker is not None:
+            self._speaker.step = context.step + 1
         kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
         try:
             exchange: Exchange = post_json(
@@ -264,6 +266,8 @@ class ProviderModel:
         """:meth:`decide` on an event loop, over ``session`` (a worker's, shared by the
         agents it keeps in flight: see :mod:`stead.workers.parked`)."""
         tools = offered_tools(context)
+        if self._speaker is not None:
+            self._speaker.step = context.step + 1
         kwargs: dict[str, Any] = {}
         if self._sleep is not None:
             pause = self._sleep

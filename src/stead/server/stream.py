@@ -65,7 +65,9 @@ def _start(call: Call) -> int:
 def _text_frame(piece: Piece) -> str:
     """The model's text so far, as an event with no ``id``: it is not the journal's,
     so a client's ``Last-Event-ID`` still names the last journal event it had."""
-    body = json.dumps({"agent_id": piece.agent_id, "text": piece.text, "done": piece.done})
+    body = json.dumps(
+        {"agent_id": piece.agent_id, "text": piece.text, "done": piece.done, "step": piece.step}
+    )
     return f"event: text\ndata: {body}\n\n"
 
 
@@ -105,6 +107,8 @@ def stream(call: Call) -> Any:
                         yield ": the token was revoked or the session ended\n\n"
                         return
                     checked = loop.time()
+                if latest:  # before the journal read: text comes before its decision
+                    yield _text_frame(latest.pop())
                 page = await run_in_threadpool(read, seq)
                 for ev in page:
                     body = json.dumps(ev.to_json(), sort_keys=True, ensure_ascii=False)
@@ -112,8 +116,6 @@ def stream(call: Call) -> Any:
                     seq = ev.seq
                 if len(page) == _BATCH:
                     continue
-                if latest:
-                    yield _text_frame(latest.pop())
                 if page:
                     quiet = 0.0
                 elif quiet >= KEEPALIVE_SECONDS:
