@@ -142,6 +142,42 @@ def test_a_recorded_run_replays_offline_and_a_changed_context_fails_naming_it(
 SECRET = "sk-recorded-4411aa"
 
 
+def test_a_recording_made_before_answers_were_streamed_still_replays(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    recording = tmp_path / "old.jsonl"
+    rt = runtime(tmp_path)
+    live = {"provider": "openai", "name": "gpt-a", "base_url": server.url}
+    recorded = rt.create(parse_spec(spec(live), tmp_path)).agent_id
+    rt.vault().set("default", "OPENAI_API_KEY", SECRET, to=["127.0.0.1"], at=rt.clock.now())
+    # answered whole, as before streaming (raw: the fake does not turn it into events)
+    for answer in (tool_answer("openai", ("write_file", {"path": "note.txt", "content": "hi"})),
+                   tool_answer("openai", ("read_file", {"path": "note.txt"})),
+                   tool_answer("openai", *DONE)):  # fmt: skip
+        server.queue(Reply(200, raw=json.dumps(answer.body).encode()))
+    assert rt.run(recorded, record_model=recording).state.status == "completed"
+    # the recording as such a run wrote it: requests that asked for no stream
+    header, *lines = recording.read_text().splitlines()
+    old = []
+    for line in lines:
+        exchange = json.loads(line)
+        assert exchange["request"].pop("stream") is True
+        exchange["request"].pop("stream_options", None)
+        assert "content_type" not in exchange
+        old.append(json.dumps(exchange))
+    recording.write_text("\n".join([header, *old]) + "\n")
+
+    server.replies.clear()
+    replayed = rt.create(parse_spec(spec(f"replay:{recording}"), tmp_path)).agent_id
+    state = rt.run(replayed).state
+    assert state.status == "completed", state.status_reason
+    assert len(server.seen) == 3  # nothing reached the network during the replay
+    hashes = [[e.data["context_hash"] for e in rt.store.read_events(a) if e.kind == Kind.DECISION]
+              for a in (recorded, replayed)]  # fmt: skip
+    assert hashes[0] == hashes[1]
+    rt.close()
+
+
 def test_a_recording_that_is_not_one_is_refused_when_the_spec_is_read(tmp_path: Path) -> None:
     from stead.errors import SpecError
 
