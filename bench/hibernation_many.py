@@ -23,9 +23,9 @@ from typing import Any
 import yaml
 
 from stead import Runtime, ScriptedModel, parse_spec
-from stead.workers.threaded import Worker
 from stead.snapshots.hibernation import hibernate
 from stead.store.sqlite import SqliteStore
+from stead.workers.threaded import Worker
 
 from .stats import median
 from .workspace_content import code_text, vocabulary

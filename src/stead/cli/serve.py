@@ -42,7 +42,9 @@ HIBERNATE_AFTER = 300.0
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    p = sub.add_parser("serve", parents=[common], help="serve the HTTP API over the store")
+    p = sub.add_parser(
+        "serve", parents=[common], help="serve the HTTP API and the page, and run the agents"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=whole(1, 65535), default=8750, help="port to listen on (8750)")
     p.add_argument(
