@@ -4,7 +4,8 @@
 
     SteadError
     ├── UsageError                a command was given something it cannot use
-    │   └── WebhookRefused        a webhook's address is not one it may be sent to  (internal)
+    │   ├── WebhookRefused        a webhook's address is not one it may be sent to  (internal)
+    │   └── MissingExtra          an optional part is used without the extra that brings it
     ├── SpecError                 an agent spec is invalid (names the field)
     │   └── MonitorConfigError    a spec's monitors: section cannot be built  (internal)
     ├── ScriptError               a scripted model's decision list is invalid
@@ -59,6 +60,10 @@ class SteadError(Exception):
 
 class UsageError(SteadError):
     """A command or call was given input it cannot use (a bad URL, a bad option)."""
+
+
+class MissingExtra(UsageError):
+    """An optional part of stead is used without the package extra that brings it."""
 
 
 class WebhookRefused(UsageError):

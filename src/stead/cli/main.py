@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from rich.markup import escape
 
+from .. import __version__
 from ..errors import (
     ConcurrencyError,
     GovernanceError,
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 completed · 1 failed · 2 bad usage or input · "
         "3 waiting or needs attention · 4 another worker holds the lease",
     )
+    parser.add_argument("--version", action="version", version=f"stead {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     agents.register(sub, common)
     models.register(sub, common)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ..clock import SystemClock, iso
 from ..errors import UsageError
+from ..extras import need
 from ..runtime.runtime import Runtime
 from ..store import open_store
 from ..store.tokens import ROLES, TokenRows
@@ -195,6 +196,8 @@ def _proxies(text: str | None) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    need("uvicorn", "server", "stead serve")
+    need("aiohttp", "server", "stead serve")
     import uvicorn
 
     from ..server import Server, application

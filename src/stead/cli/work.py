@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from ..errors import StoreUnusable
+from ..extras import need
 from ..notify import Deliverer, hooks
 from ..runtime.runtime import Runtime
 from ..workers.threaded import Worker, WorkerReport
@@ -186,6 +187,7 @@ def _work(args: argparse.Namespace, rt: Runtime) -> int:
 
 
 def _parked() -> type[ParkedWorker]:
+    need("aiohttp", "inflight", "stead work --in-flight")
     from ..workers.parked import ParkedWorker  # only a worker asked for it imports aiohttp
 
     return ParkedWorker

@@ -10,6 +10,7 @@ Backends are imported only when used.
 from __future__ import annotations
 
 from ..errors import UsageError
+from ..extras import need
 from .base import AgentRecord, AgentSummary, Lease, Store
 
 DEFAULT_URL = "sqlite:///.stead/stead.db"
@@ -31,6 +32,7 @@ def open_store(url: str, create: bool = True) -> Store:
             raise UsageError("the SQLite URL names no file; use sqlite:///PATH/TO/stead.db")
         return SqliteStore(path, create=create)
     if url.startswith(("postgresql://", "postgres://")):
+        need("psycopg", "postgres", "a PostgreSQL store")
         from .postgres import PostgresStore
 
         return PostgresStore(url, create=create)

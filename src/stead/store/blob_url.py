@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import UsageError
+from ..extras import need
 from ..ids import check_id
 from ..ports import Blobs
 from .blobs import BlobStore
@@ -89,10 +90,12 @@ def open_blobs(url: str | None, default_root: str | Path) -> BlobBackend:
     if url is None or not url.strip():
         return LocalBlobs(default_root)
     if url.startswith(("postgresql://", "postgres://")):
+        need("psycopg", "postgres", "a PostgreSQL blob store")
         from .postgres_blobs import PostgresBlobs
 
         return PostgresBlobs(url)
     if url.startswith("s3://"):
+        need("boto3", "s3", "an S3 blob store")
         from .s3_blobs import S3Blobs
 
         return S3Blobs(url)

@@ -25,6 +25,8 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from ..errors import MissingExtra
+from ..extras import need
 from .base import Telemetry, Trace
 from .off import NO_TRACE, OFF
 from .switch import Wanted, wanted
@@ -54,9 +56,12 @@ def _decide() -> Telemetry:
             _current = OFF
             if want:
                 try:
+                    need("opentelemetry.sdk", "otel", "OpenTelemetry (the OTEL_* variables)")
                     from .setup import from_environment
 
                     _current = from_environment(os.environ, want)
+                except MissingExtra as exc:  # said once, in one line
+                    log.warning("%s; running without it", exc)
                 except Exception:  # telemetry must never be why an agent cannot run
                     log.exception("OpenTelemetry could not be set up; running without it")
         return _current

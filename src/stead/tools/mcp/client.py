@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ...errors import McpServerError
+from ...extras import need
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -149,6 +150,7 @@ class McpClient:
         return client
 
     def _begin(self, start_timeout: float) -> None:
+        need("mcp", "mcp", "an MCP server")
         self._thread.start()
         if not self._ready.wait(start_timeout):
             self._finish(f"did not become ready within {start_timeout:g}s")
