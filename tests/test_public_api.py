@@ -33,6 +33,7 @@ EXPECTED = {
     "Kind",
     "LeaseHeld",
     "McpServerError",
+    "MissingExtra",
     "Model",
     "ContextTooLong",
     "InvalidAnswer",

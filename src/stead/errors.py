@@ -4,8 +4,8 @@
 
     SteadError
     ├── UsageError                a command was given something it cannot use
-    │   ├── WebhookRefused        a webhook's address is not one it may be sent to  (internal)
-    │   └── MissingExtra          an optional part is used without the extra that brings it
+    │   ├── MissingExtra          an optional part is used without the extra that brings it
+    │   └── WebhookRefused        a webhook's address is not one it may be sent to  (internal)
     ├── SpecError                 an agent spec is invalid (names the field)
     │   └── MonitorConfigError    a spec's monitors: section cannot be built  (internal)
     ├── ScriptError               a scripted model's decision list is invalid
