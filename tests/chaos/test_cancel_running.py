@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import yaml
 
 from stead.sandbox.bwrap import BwrapSandbox
+from tests.waiting import until
 
 from .cli_helpers import Cli
 
@@ -42,14 +42,6 @@ def _sandboxes_of(pid: int) -> set[int]:
     return found
 
 
-def _until(what, seconds: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while not (got := what()):
-        assert time.monotonic() < deadline, "waited in vain"
-        time.sleep(0.1)
-    return got
-
-
 def test_cancelling_an_agent_mid_command_kills_its_sandbox_and_ends_it(
     tmp_path: Path, bwrap: BwrapSandbox
 ) -> None:
@@ -65,8 +57,8 @@ def test_cancelling_an_agent_mid_command_kills_its_sandbox_and_ends_it(
     worker = cli.popen("run", str(folder / "spec.yaml"), "--id", agent_id)
     try:
         workspace = cli.workspace(agent_id)
-        _until(lambda: (workspace / "started").exists())
-        sandboxes = _until(lambda: _sandboxes_of(worker.pid))
+        until(lambda: (workspace / "started").exists())
+        sandboxes = until(lambda: _sandboxes_of(worker.pid))
 
         done = cli.run("cancel", agent_id, "--reason", "wrong task", "--json")
         assert done.returncode == 0, done.stderr
@@ -75,7 +67,7 @@ def test_cancelling_an_agent_mid_command_kills_its_sandbox_and_ends_it(
 
         # the worker's next renewal is refused (within a third of its lease): its
         # sandbox goes, and with it the command
-        _until(lambda: not any(Path(f"/proc/{p}").exists() for p in sandboxes))
+        until(lambda: not any(Path(f"/proc/{p}").exists() for p in sandboxes))
         stdout, stderr = worker.communicate(timeout=60)
     finally:
         if worker.poll() is None:

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
 from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_call, openai_stream
 from tests.needs import missing
 
-from .test_browser import CHROMIUM, REPO, Site, _stead
+from .process import stead_serve
+from .test_browser import CHROMIUM, Site
 
 WORDS = ["I am reading ", "the notes, ", "then I will ", "finish the work."]
 
@@ -54,37 +51,16 @@ def live_site(tmp_path: Path) -> Iterator[tuple[Site, FakeServer, threading.Even
                 "model": {"provider": "openai", "name": "m-1", "base_url": model.url},
                 "tools": ["read_file"]}  # fmt: skip
         (specs / "streamer.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
-        # this tree's stead, not the one installed in the environment
-        env |= {"PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}",
-                "STEAD_STORE": f"sqlite:///{tmp_path / 'stead.db'}",
-                "STEAD_SECRET_KEY": base64.b64encode(os.urandom(32)).decode(),
-                "OPENAI_API_KEY": "sk-test-0123456789",
-                "STEAD_MODEL_KEY_ENV": "OPENAI_API_KEY"}  # fmt: skip
-        token = _stead("token", "create", "--tenant", "default", "--role", "operator",
-                       "--name", "Ana", env=env)["token"]  # fmt: skip
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        server = subprocess.Popen(
-            [sys.executable, "-m", "stead", "serve", "--port", str(port), "--specs", str(specs)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
+        extra = {"STEAD_SECRET_KEY": base64.b64encode(os.urandom(32)).decode(),
+                 "OPENAI_API_KEY": "sk-test-0123456789",
+                 "STEAD_MODEL_KEY_ENV": "OPENAI_API_KEY"}  # fmt: skip
+        store = f"sqlite:///{tmp_path / 'stead.db'}"
+        with stead_serve(store, "--specs", str(specs), extra=extra) as served:
+            token, _ = served.token("default", "operator")
             try:
-                httpx.get(base + "/v1/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert server.poll() is None and time.monotonic() < deadline, server.stderr
-                time.sleep(0.1)
-        try:
-            yield Site(base, {"operator": token}), model, release
-        finally:
-            release.set()
-            server.terminate()
-            server.communicate(timeout=20)
+                yield Site(served.base, {"operator": token}), model, release
+            finally:
+                release.set()  # the model's answer ends, and with it the server's run
 
 
 def test_the_timeline_shows_the_models_words_as_they_stream(

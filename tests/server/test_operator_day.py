@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +19,13 @@ import httpx
 
 from stead.sandbox.secrets import new_key
 from tests.needs import missing
+from tests.waiting import until
 
 from ..models.fake_servers import FakeServer, Reply, openai_answer, openai_call
 from ..notify.receiver import receiver, verify
 from .process import stead_serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-def _until(what: Callable[[], Any], seconds: float = 60) -> Any:
-    deadline = time.monotonic() + seconds
-    while not (got := what()):
-        assert time.monotonic() < deadline, "waited in vain"
-        time.sleep(0.1)
-    return got
 
 
 def test_a_new_user_hears_of_an_approval_approves_it_in_the_page_and_watches_it_finish(
@@ -75,7 +66,7 @@ def test_a_new_user_hears_of_an_approval_approves_it_in_the_page_and_watches_it_
         )["agent_id"]  # fmt: skip
 
         # the approval is heard on the webhook, signed
-        first = _until(lambda: hook.got)[0]
+        first = until(lambda: hook.got)[0]
         assert verify(secret, first.headers, first.body)
         said = json.loads(first.body)
         assert said["type"] == "approval.requested"
@@ -105,7 +96,7 @@ def test_a_new_user_hears_of_an_approval_approves_it_in_the_page_and_watches_it_
             expect(watching.locator("#timeline")).to_contain_text("files: note.txt")
             browser.close()
 
-        types = _until(lambda: [json.loads(r.body)["type"] for r in hook.got
+        types = until(lambda: [json.loads(r.body)["type"] for r in hook.got
                                 if json.loads(r.body)["type"] == "agent.completed"])  # fmt: skip
         assert types == ["agent.completed"]
         assert all(verify(secret, r.headers, r.body) for r in hook.got)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import pytest
 
 from stead.cli.main import main
 from stead.sandbox.secrets import new_key
+from tests.waiting import until
 
 from ..models.fake_servers import FakeServer, Reply, openai_answer, openai_call
 from ..postgres import fresh_schema, url_for
@@ -27,16 +28,6 @@ from .process import Serving, stead_serve
 def _call(s: Serving, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
     return httpx.request(method, s.base + path, headers={"authorization": f"Bearer {token}"},
                          timeout=30, **kw)  # fmt: skip
-
-
-def _until(what: Callable[[], Any], seconds: float = 60) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        got = what()
-        if got:
-            return got
-        assert time.monotonic() < deadline, "waited in vain"
-        time.sleep(0.1)
 
 
 def _status(s: Serving, token: str, agent_id: str) -> str:
@@ -83,13 +74,13 @@ def test_an_agent_made_over_http_with_a_provider_model_runs_and_goes_on_after_ap
         assert made.status_code == 201, made.text
         agent_id = made.json()["agent_id"]
         # nobody runs it but the server: it asks the model, then waits for a person
-        pending = _until(lambda: _call(s, admin, "GET", "/v1/approvals").json())
+        pending = until(lambda: _call(s, admin, "GET", "/v1/approvals").json())
         assert [p["agent_id"] for p in pending] == [agent_id]
         assert _status(s, admin, agent_id) == "waiting"
         approved = _call(s, admin, "POST", f"/v1/approvals/{pending[0]['approval_id']}/approve",
                          json={})  # fmt: skip
         assert approved.status_code == 200, approved.text
-        _until(lambda: _status(s, admin, agent_id) == "completed")
+        until(lambda: _status(s, admin, agent_id) == "completed")
         assert len(model.seen) == 2 and model.seen[0].headers["authorization"].endswith("6789")
 
 
@@ -141,18 +132,18 @@ def test_a_server_supervises_its_further_workers_and_stops_them_with_itself(
     write_spec(specs, "waiter", [{"wait_for_input": "go?"}, {"finish": "ok"}])
     store = f"sqlite:///{tmp_path / 'stead.db'}"
     with stead_serve(store, "--specs", str(specs), "--workers", "3") as s:
-        first = _until(lambda: (c := _children(s.proc.pid)) and len(c) == 2 and c)
+        first = until(lambda: (c := _children(s.proc.pid)) and len(c) == 2 and c)
         killed = min(first)
         os.kill(killed, signal.SIGKILL)
-        again = _until(lambda: (c := _children(s.proc.pid)) and len(c) == 2 and killed not in c
+        again = until(lambda: (c := _children(s.proc.pid)) and len(c) == 2 and killed not in c
                        and c)  # fmt: skip
         # the agents still run, by whichever worker takes them
         operator, _ = s.token(role="operator")
         made = _call(s, operator, "POST", "/v1/agents", json={"spec_file": "waiter.yaml"})
         agent_id = made.json()["agent_id"]
-        _until(lambda: _status(s, operator, agent_id) == "waiting")
+        until(lambda: _status(s, operator, agent_id) == "waiting")
         _call(s, operator, "POST", f"/v1/agents/{agent_id}/messages", json={"text": "go"})
-        _until(lambda: _status(s, operator, agent_id) == "completed")
+        until(lambda: _status(s, operator, agent_id) == "completed")
         server = s.proc
     assert server.returncode is not None
     for pid in again:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +21,8 @@ from tests.needs import missing
 
 from ..notify.receiver import receiver, verify
 from .conftest import WRITE, write_spec
-from .test_browser import ARTIFACTS, CHROMIUM, REPO, Site, _stead
+from .process import REPO, SOURCE, stead_serve
+from .test_browser import ARTIFACTS, CHROMIUM, Site
 
 
 @pytest.fixture
@@ -33,38 +32,18 @@ def site(tmp_path: Path) -> Iterator[tuple[Site, dict[str, str]]]:
     specs = tmp_path / "specs"
     specs.mkdir()
     write_spec(specs, "writer", [WRITE, {"finish": "wrote out.txt"}], autonomy="act_with_approval")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
-    env |= {"PYTHONPATH": f"{REPO / 'src'}:{REPO}",
-            "STEAD_STORE": f"sqlite:///{tmp_path / 'stead.db'}",
-            "STEAD_SECRET_KEY": base64.b64encode(os.urandom(32)).decode(),
-            "STEAD_WEBHOOK_ALLOW": "127.0.0.1"}  # fmt: skip
-    tokens = {
-        role: _stead("token", "create", "--tenant", "default", "--role", role, "--name",
-                     f"Ana the {role}", env=env)["token"]
-        for role in ("viewer", "operator", "admin")
-    }  # fmt: skip
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "stead", "serve", "--port", str(port), "--specs", str(specs),
-         "--workers", "0"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            httpx.get(base + "/v1/health", timeout=1)
-            break
-        except httpx.HTTPError:
-            assert server.poll() is None and time.monotonic() < deadline, server.stderr
-            time.sleep(0.1)
-    try:
-        yield Site(base, tokens), env
-    finally:
-        server.terminate()
-        server.communicate(timeout=20)
+    extra = {"STEAD_SECRET_KEY": base64.b64encode(os.urandom(32)).decode(),
+             "STEAD_WEBHOOK_ALLOW": "127.0.0.1"}  # fmt: skip
+    store = f"sqlite:///{tmp_path / 'stead.db'}"
+    with stead_serve(store, "--specs", str(specs), "--workers", "0", extra=extra) as served:
+        tokens = {
+            role: served.token("default", role)[0] for role in ("viewer", "operator", "admin")
+        }
+        # what a `stead work` of its own is given: the same store, key and allowance
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
+        env |= {"PYTHONPATH": os.pathsep.join([str(SOURCE), str(REPO)]), "STEAD_STORE": store,
+                **extra}  # fmt: skip
+        yield Site(served.base, tokens), env
 
 
 def test_an_approval_is_told_to_the_webhook_and_shown_delivered(

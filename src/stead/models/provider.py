@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -238,64 +238,59 @@ class ProviderModel:
 
     def decide(self, context: RenderedContext) -> Decision:
         tools = offered_tools(context)
-        if self._speaker is not None:
-            self._speaker.step = context.step + 1
-        kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
-        try:
-            exchange: Exchange = post_json(
-                self._client,
-                self.endpoint(),
-                self.headers(),
-                self._streamed(self.request(context, tools)),
-                service=f"{self.service} at {self.options.base_url}",
-                max_retries=self.options.max_retries,
-                rng=self._rng,
-                timeout=self.options.timeout,
-                read=self._read,
-                watch=self._watch,
-                **kwargs,
-            )
-        except ModelError as exc:  # a 404: say what is wrong with the base_url
-            raise with_hint(exc, self.options) from None
-        finally:
-            if self._speaker is not None:
-                self._speaker.end()
+        url, headers, body, held = self._asking(context, tools)
+        if self._sleep is not None:
+            held["sleep"] = self._sleep
+        with self._asked():
+            exchange: Exchange = post_json(self._client, url, headers, body, **held)
         return self._decision(exchange, tools)
 
     async def adecide(self, context: RenderedContext, session: aiohttp.ClientSession) -> Decision:
         """:meth:`decide` on an event loop, over ``session`` (a worker's, shared by the
         agents it keeps in flight: see :mod:`stead.workers.parked`)."""
         tools = offered_tools(context)
-        if self._speaker is not None:
-            self._speaker.step = context.step + 1
-        kwargs: dict[str, Any] = {}
+        url, headers, body, held = self._asking(context, tools)
         if self._sleep is not None:
             pause = self._sleep
 
             async def paused(seconds: float) -> None:
                 pause(seconds)
 
-            kwargs["sleep"] = paused
+            held["sleep"] = paused
+        with self._asked():
+            exchange = await apost_json(session, url, headers, body, **held)
+        return self._decision(exchange, tools)
+
+    def _asking(
+        self, context: RenderedContext, tools: list[ToolSpec]
+    ) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any]]:
+        """What both ways of asking send (the URL, the headers, the body asking for a
+        stream) and how they hold the exchange (retries, deadline, reading, the live
+        text); the decision's step is the live text's."""
+        if self._speaker is not None:
+            self._speaker.step = context.step + 1
+        held: dict[str, Any] = {
+            "service": f"{self.service} at {self.options.base_url}",
+            "max_retries": self.options.max_retries,
+            "rng": self._rng,
+            "timeout": self.options.timeout,
+            "read": self._read,
+            "watch": self._watch,
+        }
+        body = self._streamed(self.request(context, tools))
+        return self.endpoint(), self.headers(), body, held
+
+    @contextlib.contextmanager
+    def _asked(self) -> Iterator[None]:
+        """Around an exchange: a 404 says what is wrong with the base_url, and the live
+        text ends however the exchange did."""
         try:
-            exchange = await apost_json(
-                session,
-                self.endpoint(),
-                self.headers(),
-                self._streamed(self.request(context, tools)),
-                service=f"{self.service} at {self.options.base_url}",
-                max_retries=self.options.max_retries,
-                rng=self._rng,
-                timeout=self.options.timeout,
-                read=self._read,
-                watch=self._watch,
-                **kwargs,
-            )
+            yield
         except ModelError as exc:
             raise with_hint(exc, self.options) from None
         finally:
             if self._speaker is not None:
                 self._speaker.end()
-        return self._decision(exchange, tools)
 
     def _decision(self, exchange: Exchange, tools: list[ToolSpec]) -> Decision:
         attempts = tuple(a.to_json() for a in exchange.attempts)

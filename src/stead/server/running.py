@@ -59,13 +59,11 @@ class ServerWorkers:
         children: int = 0,
         child_command: Sequence[str] = (),
         poll: float = 1.0,
-        on_pass: Callable[[WorkerReport], None] | None = None,
         deliver: Callable[[], object] | None = None,
         close: Callable[[], None] | None = None,
     ) -> None:
         self.worker = worker
         self.poll = poll
-        self.on_pass = on_pass
         self.deliver = deliver  # webhooks, on a thread of their own: a slow receiver
         self._close = close  # delays no agent
         self._woken = threading.Event()
@@ -99,7 +97,7 @@ class ServerWorkers:
         while not worker.stopping:
             self._woken.clear()  # what is nudged from here on is found by this pass
             try:
-                report = worker.run_until_idle()
+                worker.run_until_idle()
             except StoreUnusable as exc:
                 # a restart or a cut link: what was committed stays; look again soon
                 _log.warning("the store cannot be used now (%s); trying again", exc)
@@ -109,8 +107,6 @@ class ServerWorkers:
                 _log.exception("the server's worker failed a pass; trying again")
                 self._stopped.wait(min(self.poll, 1.0))
                 continue
-            if self.on_pass is not None:
-                self.on_pass(report)
             if not worker.stopping:
                 worker.wait_for_work(self.poll, self._woken)
 

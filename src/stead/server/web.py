@@ -170,8 +170,14 @@ def routes(server: Server) -> list[Route]:
         return answer
 
     def page(
-        handler: Callable[[Request, Session, TokenRecord], Any], post: bool = False
+        handler: Callable[[Request, Session, TokenRecord], Any],
+        post: bool = False,
+        needs: tuple[str, str] | None = None,
     ) -> Callable[[Request], Any]:
+        """``handler`` behind the session (and, for a form, its CSRF token); ``needs``
+        is the action (:data:`auth.ACTIONS`) a form takes and what it does, in words,
+        for the refusal a lesser role gets."""
+
         async def handle(request: Request) -> Response:
             found = sessions.find(request.cookies.get(COOKIE, ""))
             if found is None:
@@ -188,6 +194,9 @@ def routes(server: Server) -> list[Route]:
                 if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
                     return _page("error.html", 403, message="This form has expired; reload.")
                 request.state.form = form
+            if needs is not None and not auth.allows(token.role, needs[0]):
+                return _page("error.html", 403, message=f"A {token.role} cannot {needs[1]}.",
+                             token=token, session=session)  # fmt: skip
             try:
                 answer: Response = await run_in_threadpool(handler, request, session, token)
             except SteadError as exc:
@@ -217,9 +226,6 @@ def routes(server: Server) -> list[Route]:
                      can_collect=auth.allows(token.role, "govern"))  # fmt: skip
 
     def collect(request: Request, session: Session, token: TokenRecord) -> Response:
-        if not auth.allows(token.role, "govern"):
-            return _page("error.html", 403, message=f"A {token.role} cannot delete agents.",
-                         token=token, session=session)  # fmt: skip
         text = str(request.state.form.get("days", "")).strip()
         if not text.isdigit() or len(text) > 5:
             raise UsageError("the retention is a whole number of days (0 to 36500)")
@@ -266,17 +272,11 @@ def routes(server: Server) -> list[Route]:
                      lineage=graph.lineage(seq), impact=graph.impact(seq))  # fmt: skip
 
     def cancel(request: Request, session: Session, token: TokenRecord) -> Response:
-        if not auth.allows(token.role, "operate"):
-            return _page("error.html", 403, message=f"A {token.role} cannot cancel agents.",
-                         token=token, session=session)  # fmt: skip
         agent_id = request.path_params["agent_id"]
         server.runtime(token).cancel(agent_id, str(request.state.form.get("reason", "")))
         return RedirectResponse(f"/agents/{agent_id}", status_code=303)
 
     def delete(request: Request, session: Session, token: TokenRecord) -> Response:
-        if not auth.allows(token.role, "govern"):
-            return _page("error.html", 403, message=f"A {token.role} cannot delete agents.",
-                         token=token, session=session)  # fmt: skip
         agent_id = request.path_params["agent_id"]
         if request.state.form.get("confirm", "") != agent_id:
             raise UsageError("to delete the agent, type its id to confirm")
@@ -284,9 +284,6 @@ def routes(server: Server) -> list[Route]:
         return RedirectResponse(f"/?deleted={quote(done['agent_id'])}", status_code=303)
 
     def clear(request: Request, session: Session, token: TokenRecord) -> Response:
-        if not auth.allows(token.role, "approve"):
-            return _page("error.html", 403, message=f"A {token.role} cannot clear violations.",
-                         token=token, session=session)  # fmt: skip
         rt = server.runtime(token)
         agent_id, violation_id = request.path_params["agent_id"], request.path_params["vid"]
         reason = str(request.state.form.get("reason", "")).strip()
@@ -304,9 +301,6 @@ def routes(server: Server) -> list[Route]:
                      can_answer=auth.allows(token.role, "approve"))  # fmt: skip
 
     def answer(request: Request, session: Session, token: TokenRecord) -> Response:
-        if not auth.allows(token.role, "approve"):
-            return _page("error.html", 403, message=f"A {token.role} cannot answer approvals.",
-                         token=token, session=session)  # fmt: skip
         rt = server.runtime(token)
         approval_id = request.path_params["approval_id"]
         form = request.state.form
@@ -340,14 +334,28 @@ def routes(server: Server) -> list[Route]:
         Route("/", page(agents), methods=["GET"]),
         Route("/agents/{agent_id}", page(agent), methods=["GET"]),
         Route("/agents/{agent_id}/events/{seq:int}", page(event), methods=["GET"]),
-        Route("/gc", page(collect, post=True), methods=["POST"]),
-        Route("/agents/{agent_id}/cancel", page(cancel, post=True), methods=["POST"]),
-        Route("/agents/{agent_id}/delete", page(delete, post=True), methods=["POST"]),
+        Route("/gc", page(collect, post=True, needs=("govern", "delete agents")), methods=["POST"]),
         Route(
-            "/agents/{agent_id}/violations/{vid}/clear", page(clear, post=True), methods=["POST"]
+            "/agents/{agent_id}/cancel",
+            page(cancel, post=True, needs=("operate", "cancel agents")),
+            methods=["POST"],
+        ),
+        Route(
+            "/agents/{agent_id}/delete",
+            page(delete, post=True, needs=("govern", "delete agents")),
+            methods=["POST"],
+        ),
+        Route(
+            "/agents/{agent_id}/violations/{vid}/clear",
+            page(clear, post=True, needs=("approve", "clear violations")),
+            methods=["POST"],
         ),
         Route("/approvals", page(inbox), methods=["GET"]),
-        Route("/approvals/{approval_id}/{verdict:str}", page(answer, post=True), methods=["POST"]),
+        Route(
+            "/approvals/{approval_id}/{verdict:str}",
+            page(answer, post=True, needs=("approve", "answer approvals")),
+            methods=["POST"],
+        ),
         Route("/webhooks", page(webhooks), methods=["GET"]),
         Route("/logout", page(logout, post=True), methods=["POST"]),
     ]

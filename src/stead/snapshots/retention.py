@@ -15,29 +15,19 @@ import shutil
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..clock import Clock
 from ..errors import LeaseHeld
 from ..integrity.workhead import record_path
-from ..sandbox.workspace import Workspace
+from ..ports import RuntimePort
 from ..state import FINAL_STATUSES
-from ..store.base import Store
 from ..store.blob_url import BlobBackend
 from ..store.collect import GRACE, collect
 
 
-class Retiring(Protocol):
-    """What deleting and collecting need of the runtime."""
-
-    @property
-    def store(self) -> Store: ...
-
-    @property
-    def clock(self) -> Clock: ...
+class Retiring(RuntimePort, Protocol):
+    """What deleting and collecting need of the runtime, beyond any mechanism's."""
 
     @property
     def blob_backend(self) -> BlobBackend: ...
-
-    def workspace(self, agent_id: str, tenant: str) -> Workspace: ...
 
     def export(self, agent_id: str, path: str | Path, *, move: bool = False) -> dict[str, Any]: ...
 
