@@ -10,7 +10,7 @@ PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS_REQS := bench/peers/requirements.txt
 
-.PHONY: demo test test-fast lint typecheck bench clean
+.PHONY: demo test test-fast lint typecheck docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +29,16 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not chaos"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench docsgen docs/conf.py
+	$(BIN)/ruff format --check src tests bench docsgen docs/conf.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
+
+# the documentation site, strictly: any warning (a broken link, a missing page, a
+# docstring autodoc cannot read) fails the build
+docs: $(STAMP)
+	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
 
 $(PEERS_STAMP): $(PEERS_REQS)
 	$(PYTHON) -m venv $(PEERS_VENV)
@@ -45,4 +50,4 @@ bench: $(STAMP) $(PEERS_STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(PEERS_VENV) .stead .stead-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS_VENV) .stead .stead-demo .pytest_cache .mypy_cache .ruff_cache docs/_build

@@ -173,10 +173,11 @@ def test_the_operator_sets_when_a_notice_is_given_up() -> None:
             settings_from_env({"STEAD_WEBHOOK_GIVE_UP_AFTER": bad})
 
 
-def test_the_readmes_verifying_snippet_accepts_a_delivery_and_refuses_a_forgery() -> None:
+def test_the_docs_verifying_snippet_accepts_a_delivery_and_refuses_a_forgery() -> None:
     import time
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    page = Path(__file__).parents[2] / "docs" / "guide" / "webhooks.md"
+    readme = page.read_text(encoding="utf-8")
     section = readme.split("**Verifying a delivery.**", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     scope: dict[str, object] = {}

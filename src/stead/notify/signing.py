@@ -9,7 +9,7 @@ The secret is shown once, when the webhook is made, and must be kept in a form
 that can sign again: a digest will not do. With a vault key
 (``STEAD_SECRET_KEY``, :mod:`stead.sandbox.secrets`) it is sealed with AES-GCM,
 bound to its tenant and webhook id (``sealed:`` rows); without one it is kept
-plain (``plain:`` rows), as the README says, and ``stead webhook add`` warns.
+plain (``plain:`` rows), as docs/guide/webhooks.md says, and ``stead webhook add`` warns.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ and the journal stream of :mod:`.stream` behind tokens (:mod:`.auth`,
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -39,9 +41,8 @@ def endpoints() -> list[Endpoint]:
     ]
 
 
-def application(server: Server) -> Starlette:
-    """The ASGI application of ``server``."""
-    every = endpoints()
+def api_document() -> dict[str, Any]:
+    """The OpenAPI document the server serves at ``/v1/openapi.json``."""
     health = {"get": {"summary": "Whether the server answers", "security": [],
                       "operationId": "get_v1_health",
                       "responses": {"200": {"description": "it does", "content": {
@@ -49,7 +50,13 @@ def application(server: Server) -> Starlette:
     spec = {"get": {"summary": "This document", "security": [], "operationId": "get_v1_openapi",
                     "responses": {"200": {"description": "the OpenAPI document", "content": {
                         "application/json": {"schema": {"type": "object"}}}}}}}  # fmt: skip
-    doc = document(every, {"/v1/health": health, "/v1/openapi.json": spec})
+    return document(endpoints(), {"/v1/health": health, "/v1/openapi.json": spec})
+
+
+def application(server: Server) -> Starlette:
+    """The ASGI application of ``server``."""
+    every = endpoints()
+    doc = api_document()
 
     async def get_health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "version": __version__})
@@ -65,4 +72,4 @@ def application(server: Server) -> Starlette:
     return make_app(server, every, extra)
 
 
-__all__ = ["Server", "application", "endpoints"]
+__all__ = ["Server", "api_document", "application", "endpoints"]

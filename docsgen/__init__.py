@@ -1,0 +1,1 @@
+"""The documentation site's pages made from the code: never written by hand."""
