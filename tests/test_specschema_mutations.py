@@ -7,12 +7,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stead import spec as spec_module
 from stead.errors import SpecError
 from stead.spec import parse_spec
-from stead.speccheck import schema_problems
+from stead.speccheck import dotted, schema_problems
 
 RICH: list[dict[str, Any]] = [
     {
@@ -174,3 +176,39 @@ def test_the_rich_specs_are_valid_to_both() -> None:
     for spec in RICH:
         parse_spec(spec, None)
         assert schema_problems(spec, {}) == []
+
+
+_CLOSED = {
+    (): spec_module.FIELDS,
+    ("limits",): spec_module.LIMIT_KEYS,
+    ("goals", 1): spec_module.GOAL_FIELDS,
+    ("scope", 0): spec_module.GRANT_FIELDS,
+    ("tools", 1): spec_module.TOOL_FIELDS,
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(sorted(_CLOSED)),
+    st.data(),
+    st.integers(0, 2),
+    st.integers(0, 40),
+)
+def test_a_misspelled_field_is_refused_by_both_with_the_name_meant(
+    where: tuple[Any, ...], data: st.DataObject, how: int, at: int
+) -> None:
+    allowed = _CLOSED[where]
+    meant = data.draw(st.sampled_from(allowed))
+    typo = _typo(meant, how, at)
+    if typo in allowed or not typo:
+        return
+    spec = copy.deepcopy(RICH[0])
+    target: Any = spec
+    for part in where:
+        target = target[part]
+    target[typo] = copy.deepcopy(target.get(meant, 1))
+    with pytest.raises(SpecError):
+        parse_spec(spec, None)
+    problems = schema_problems(spec, {})
+    assert [p.field for p in problems] == [dotted((*where, typo))], problems
+    assert "did you mean" in problems[0].message

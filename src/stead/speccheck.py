@@ -127,7 +127,7 @@ def _explain(error: ValidationError, lines: Lines) -> list[Problem]:
                 Problem(
                     line,
                     column,
-                    _dotted((*path, key)),
+                    dotted((*path, key)),
                     f"is not a field here; {hint}allowed: {', '.join(allowed)}",
                 )
             )
@@ -137,17 +137,17 @@ def _explain(error: ValidationError, lines: Lines) -> list[Problem]:
     if error.validator == "required":
         missing = re.match(r"'([^']*)'", error.message)
         name = missing[1] if missing else "?"
-        where = _dotted(path) if path else "the spec"
-        return [Problem(line, column, _dotted((*path, name)), f"is required (in {where})")]
+        where = dotted(path) if path else "the spec"
+        return [Problem(line, column, dotted((*path, name)), f"is required (in {where})")]
     if error.validator in ("anyOf", "oneOf"):
         titles = [f["title"] for f in forms if "title" in f]
         what = f"must be {' or '.join(titles)}" if titles else "is not in any allowed form"
-        return [Problem(line, column, _dotted(path), f"{what}, got {_short(error.instance)}")]
+        return [Problem(line, column, dotted(path), f"{what}, got {_short(error.instance)}")]
     if error.validator == "enum":
         choices = ", ".join("null" if v is None else str(v) for v in schema.get("enum", []))
         got = _short(error.instance)
-        return [Problem(line, column, _dotted(path), f"{got} is not allowed; use one of {choices}")]
-    return [Problem(line, column, _dotted(path), error.message)]
+        return [Problem(line, column, dotted(path), f"{got} is not allowed; use one of {choices}")]
+    return [Problem(line, column, dotted(path), error.message)]
 
 
 def _spec_error(exc: SpecError, lines: Lines) -> Problem:
@@ -162,7 +162,7 @@ def _spec_error(exc: SpecError, lines: Lines) -> Problem:
     else:
         message = text
     line, column = _where(lines, path)
-    return Problem(line, column, _dotted(path) if path else "(spec)", message)
+    return Problem(line, column, dotted(path) if path else "(spec)", message)
 
 
 def _where(lines: Lines, path: YamlPath) -> tuple[int, int]:
@@ -171,7 +171,8 @@ def _where(lines: Lines, path: YamlPath) -> tuple[int, int]:
     return lines.get(path, (1, 1))
 
 
-def _dotted(path: YamlPath) -> str:
+def dotted(path: YamlPath) -> str:
+    """A path as the spec's errors name it: ``goals[0].accept[1].command``."""
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
