@@ -147,7 +147,23 @@ def _explain(error: ValidationError, lines: Lines) -> list[Problem]:
         choices = ", ".join("null" if v is None else str(v) for v in schema.get("enum", []))
         got = _short(error.instance)
         return [Problem(line, column, dotted(path), f"{got} is not allowed; use one of {choices}")]
+    if error.validator == "type":
+        kinds = schema.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+        what = " or ".join(_TYPE_WORDS.get(k, k) for k in kinds if k != "null")
+        got = _short(error.instance)
+        return [Problem(line, column, dotted(path), f"must be {what}, got {got}")]
     return [Problem(line, column, dotted(path), error.message)]
+
+
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "text",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+}
 
 
 def _spec_error(exc: SpecError, lines: Lines) -> Problem:

@@ -101,3 +101,12 @@ def test_schema_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert json.loads(text) == spec_schema()
     assert text.startswith('{\n  "$schema"')
+
+
+def test_a_wrong_type_says_what_is_wanted_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "agent.yaml"
+    spec.write_text("name: x\nmodel: openai:m\ntools: read_file\n", encoding="utf-8")
+    assert main(["spec", "check", str(spec)]) == 1
+    assert capsys.readouterr().out == f"{spec}:3:1: tools: must be a list, got 'read_file'\n"
