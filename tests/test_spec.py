@@ -262,3 +262,19 @@ def test_load_spec_errors_name_the_file(base: Path) -> None:
 @pytest.mark.parametrize("limits", [0, [], "", "max_steps: 3"])
 def test_limits_that_are_not_a_mapping_are_refused(base: Path, limits: Any) -> None:
     assert "must be a mapping" in field_error(spec(limits=limits), base, "limits")
+
+
+@pytest.mark.parametrize(
+    ("field", "entry"),
+    [
+        ("scope[0].delegable", {"scope": [{"tool": "read_file", "delegable": "no"}]}),
+        ("scope[0].reason", {"scope": [{"tool": "read_file", "reason": ["a", "b"]}]}),
+        ("goals[0].description", {"goals": [{"id": "g", "description": {"a": 1}}]}),
+    ],
+)
+def test_text_and_flags_are_what_they_say(field: str, entry: dict[str, Any]) -> None:
+    """`delegable: no` is the text "no" (YAML 1.2): refused, not read as true."""
+    with pytest.raises(SpecError, match=re.escape(f"'{field}'")):
+        parse_spec({"name": "x", "model": "openai:m", **entry}, None)
+    empty = {"name": "x", "model": "openai:m", "goals": [{"id": "g", "description": None}]}
+    assert parse_spec(empty, None).goals[0]["description"] == ""

@@ -39,7 +39,7 @@ DEFAULT_WORKSPACE_FILES = 10_000
 its manifest is in the agent's state and its journal, and scanned after every call."""
 MAX_WORKSPACE_FILES = 1_000_000
 LIMIT_KEYS = ("max_steps", "command_seconds", "workspace_mb", "workspace_files")
-_FIELDS = (
+FIELDS = (
     "name",
     "tenant",
     "instructions",
@@ -62,7 +62,12 @@ to its person, who answers (``wait``, the default); its last word on the task,
 checked as a finish is (``finish``); or refused as today's tool-only models need."""
 _FILED = ("scripted:", "replay:")
 """Models read from a file beside the spec."""
-_SPEC_GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
+GRANT_FIELDS = ("tool", "args", "max_uses", "valid_for", "valid_until", "reason", "delegable")
+"""The fields a grant in a spec's ``scope`` may give (the rest are filled in when recorded)."""
+OUT_OF_SCOPE = ("refuse", "ask")
+TOOL_FIELDS = ("tool", "secrets", "env")
+"""The fields of a ``tools`` entry given as a mapping."""
+GOAL_FIELDS = ("id", "description", "accept")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +150,11 @@ def parse_spec(data: Any, base_dir: str | Path | None = ".") -> AgentSpec:
     base = Path(base_dir).resolve() if base_dir is not None else None
     if not isinstance(data, dict):
         raise SpecError(
-            f"a spec is a YAML mapping with fields {', '.join(_FIELDS)}; got {type(data).__name__}"
+            f"a spec is a YAML mapping with fields {', '.join(FIELDS)}; got {type(data).__name__}"
         )
-    unknown = sorted(set(data) - set(_FIELDS))
+    unknown = sorted(set(data) - set(FIELDS))
     if unknown:
-        raise _fail(unknown[0], f"is not a spec field; allowed fields are {', '.join(_FIELDS)}")
+        raise _fail(unknown[0], f"is not a spec field; allowed fields are {', '.join(FIELDS)}")
     name = _str(data, "name").strip()
     if not name:
         raise _fail("name", "must not be empty")
@@ -232,7 +237,7 @@ def parse_spec(data: Any, base_dir: str | Path | None = ".") -> AgentSpec:
             f"must map tool names to a level, one of {', '.join(AUTONOMY_LEVELS)}",
         )
     out_of_scope = _str(data, "out_of_scope", "refuse")
-    if out_of_scope not in ("refuse", "ask"):
+    if out_of_scope not in OUT_OF_SCOPE:
         raise _fail("out_of_scope", f"must be 'refuse' or 'ask', not {out_of_scope!r}")
     on_text = _str(data, "on_text", "wait")
     if on_text not in ON_TEXT:
@@ -281,7 +286,7 @@ def _parse_tools(tools: Any) -> list[Any]:
         if (
             not isinstance(t, dict)
             or not isinstance(t.get("tool"), str)
-            or set(t) - {"tool", "secrets", "env"}
+            or set(t) - set(TOOL_FIELDS)
         ):
             raise _fail(
                 where,
@@ -348,12 +353,18 @@ def _parse_scope(scope: Any) -> tuple[dict[str, Any], ...] | None:
     for i, g in enumerate(scope):
         where = f"scope[{i}]"
         if isinstance(g, dict):
-            extra = sorted(set(g) - set(_SPEC_GRANT_FIELDS))
+            extra = sorted(set(g) - set(GRANT_FIELDS))
             if extra:
                 raise _fail(
                     f"{where}.{extra[0]}",
-                    f"is not a grant field in a spec; use {', '.join(_SPEC_GRANT_FIELDS)}",
+                    f"is not a grant field in a spec; use {', '.join(GRANT_FIELDS)}",
                 )
+            # read as-is elsewhere, a spec's text must say what it means: `delegable: no`
+            # is the text "no", which would make a grant delegable
+            if not isinstance(g.get("reason", ""), str):
+                raise _fail(f"{where}.reason", "must be text")
+            if not isinstance(g.get("delegable", False), bool):
+                raise _fail(f"{where}.delegable", "must be true or false")
         try:
             grant = parse_grant(g, f"spec field '{where}'")
             if isinstance(g, dict) and g.get("valid_for") is not None:
@@ -376,11 +387,15 @@ def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:
             g = {"id": g}
         if not isinstance(g, dict):
             raise _fail(where, "must be a mapping with 'id' and 'description'")
-        extra = set(g) - {"id", "description", "accept"}
+        extra = set(g) - set(GOAL_FIELDS)
         if extra:
             raise _fail(
-                f"{where}.{sorted(extra)[0]}", "is not a goal field; use id, description, accept"
+                f"{where}.{sorted(extra)[0]}", f"is not a goal field; use {', '.join(GOAL_FIELDS)}"
             )
+        description = g.get("description")
+        description = "" if description is None else description  # `description:` alone
+        if not isinstance(description, str):
+            raise _fail(f"{where}.description", "must be text")
         gid = g.get("id")
         if not is_id(gid):
             raise _fail(f"{where}.id", "must be a short identifier such as 'rename'")
@@ -391,7 +406,7 @@ def _parse_goals(goals: Any) -> tuple[dict[str, Any], ...]:
         if not isinstance(accept, list):
             raise _fail(f"{where}.accept", "must be a list of checks")
         checks = [parse_check(c, f"{where}.accept[{j}]") for j, c in enumerate(accept)]
-        out.append({"id": gid, "description": str(g.get("description", "")), "accept": checks})
+        out.append({"id": gid, "description": description, "accept": checks})
     return tuple(out)
 
 

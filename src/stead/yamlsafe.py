@@ -135,8 +135,52 @@ def read_text(path: str | Path, what: str, error: type[SteadError]) -> str:
         ) from None
 
 
+YamlPath = tuple[str | int, ...]
+"""Where a value is in a document: its keys and list indices from the top."""
+Lines = dict[YamlPath, tuple[int, int]]
+"""Each value's line and column (from 1) by its path; a mapping's value is placed at
+its key, so a field is found where its name is written."""
+
+
 def load_yaml(text: str, what: str, error: type[SteadError]) -> Any:
     """One YAML document of plain data, within the limits above; else ``error``."""
+    return _load(text, what, error)[0]
+
+
+def load_yaml_lines(text: str, what: str, error: type[SteadError]) -> tuple[Any, Lines]:
+    """:func:`load_yaml`'s data, with where each value of it is written (:data:`Lines`)."""
+    data, node = _load(text, what, error)
+    lines: Lines = {}
+    if node is not None:
+        _place(node, (), _mark(node), lines)
+    return data, lines
+
+
+def _place(node: Node, path: YamlPath, at: tuple[int, int], lines: Lines) -> None:
+    """Record ``at`` for ``path`` and the places of everything under ``node``.
+
+    Aliases are walked again at each place they are used: the document's size
+    with aliases expanded is bounded already (:data:`MAX_EXPANDED`), and merge
+    keys (``<<``) were flattened into their mapping when it was constructed."""
+    stack = [(node, path, at)]
+    while stack:
+        node, path, at = stack.pop()
+        lines[path] = at
+        if isinstance(node, SequenceNode):
+            stack.extend((item, (*path, i), _mark(item)) for i, item in enumerate(node.value))
+        elif isinstance(node, MappingNode):
+            stack.extend(
+                (value, (*path, str(key.value)), _mark(key))
+                for key, value in node.value
+                if isinstance(key, ScalarNode)
+            )
+
+
+def _mark(node: Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _load(text: str, what: str, error: type[SteadError]) -> tuple[Any, Node | None]:
     if len(text) > MAX_FILE_BYTES:
         raise error(f"{what} is larger than {MAX_FILE_BYTES // 1024} KiB; make it smaller")
     loader: _Loader | None = None
@@ -144,7 +188,7 @@ def load_yaml(text: str, what: str, error: type[SteadError]) -> Any:
         loader = _Loader(text)  # the reader refuses control characters already here
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, None
         _check_expanded(node)
         data = loader.construct_document(node)
     except _Refused as exc:
@@ -161,7 +205,7 @@ def load_yaml(text: str, what: str, error: type[SteadError]) -> Any:
         _check_plain(data)
     except _Refused as exc:
         raise error(f"{what} is refused: {exc}") from None
-    return data
+    return data, node
 
 
 def _check_expanded(root: Node) -> None:

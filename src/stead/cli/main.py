@@ -49,6 +49,7 @@ from . import (
     secret,
     selftest,
     serve,
+    spec,
     webhook,
     work,
 )
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.register(sub, common)
     demo.register(sub, common)
     webhook.register(sub, common)
+    spec.register(sub, common)
     return parser
 
 

@@ -118,6 +118,71 @@ def parse_constraint(value: Any, where: str) -> dict[str, Any]:
     return {kind: list(arg)}
 
 
+_CONSTRAINT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "glob": {"type": "string", "minLength": 1, "description": "A shell-style pattern the "
+             "text must match, e.g. src/*."},
+    "max": {"type": "number", "description": "The largest number allowed."},
+    "min": {"type": "number", "description": "The smallest number allowed."},
+    "one_of": {"type": "array", "minItems": 1, "description": "The values allowed."},
+    "hosts": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
+              "description": "Host name patterns a host or URL must match."},
+}  # fmt: skip
+_GRANT_HELP = {
+    "id": "Filled in when the grant is recorded.",
+    "tool": "The tool's name or a pattern of names (fs_*); 'network' lets commands reach "
+    "the network.",
+    "args": "Constraints on arguments by name, each one of " + ", ".join(CONSTRAINT_KINDS) + ".",
+    "max_uses": "How many calls the grant covers (default: no limit).",
+    "valid_from": "When the grant starts, in seconds since 1970.",
+    "valid_until": "When the grant ends, in seconds since 1970.",
+    "valid_for": "How long the grant lasts from the agent's creation, in seconds (at most "
+    "10 years).",
+    "by": "Filled in with who recorded the grant.",
+    "reason": "Why the grant is given, for the audit trail.",
+    "delegable": "Whether the agent may hand a narrower part of it to another agent "
+    "(default: false).",
+    "delegated_from": "Filled in for a delegated grant.",
+}
+_GRANT_TYPES: dict[str, dict[str, Any]] = {
+    "tool": {"type": "string", "minLength": 1},
+    "args": {"type": ["object", "null"], "additionalProperties": {"$ref": "#/$defs/constraint"}},
+    "max_uses": {"type": ["integer", "null"], "minimum": 1},
+    "valid_from": {"type": ["number", "null"], "minimum": 0, "maximum": _LATEST},
+    "valid_until": {"type": ["number", "null"], "minimum": 0, "maximum": _LATEST},
+    "valid_for": {"type": ["number", "null"], "exclusiveMinimum": 0,
+                  "maximum": MAX_VALID_SECONDS},
+    "reason": {"type": "string"},
+    "delegable": {"type": "boolean", "default": False},
+}  # fmt: skip
+
+
+def constraint_schema() -> dict[str, Any]:
+    """JSON Schema of one argument constraint, as :func:`parse_constraint` reads it."""
+    return {
+        "description": "One constraint on an argument: exactly one of "
+        + ", ".join(CONSTRAINT_KINDS)
+        + ".",
+        "type": "object",
+        "properties": {kind: _CONSTRAINT_SCHEMAS[kind] for kind in CONSTRAINT_KINDS},
+        "minProperties": 1,
+        "maxProperties": 1,
+        "additionalProperties": False,
+    }
+
+
+def grant_schema(allowed: tuple[str, ...] = (*_FIELDS, "valid_for")) -> dict[str, Any]:
+    """JSON Schema of a grant with the ``allowed`` fields, as :func:`parse_grant` reads
+    it; its ``args`` refer to ``#/$defs/constraint`` (:func:`constraint_schema`)."""
+    return {
+        "type": "object",
+        "properties": {
+            key: {"description": _GRANT_HELP[key], **_GRANT_TYPES.get(key, {})} for key in allowed
+        },
+        "required": ["tool"],
+        "additionalProperties": False,
+    }
+
+
 def parse_grant(obj: Any, where: str = "grant") -> dict[str, Any]:
     """A grant's fields from YAML, CLI or a delegation, checked and normalised.
 

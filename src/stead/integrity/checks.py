@@ -30,6 +30,58 @@ from ..errors import SpecError
 CHECK_KINDS = ("command", "files_exist", "file_contains", "file_matches", "predicate", "sign_off")
 
 
+DEFAULT_TIMEOUT = 120
+_CHECK_FORMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "command": ("A command line run in the sandbox; exit 0 passes.",
+                {"type": "string", "pattern": r"\S"}),
+    "files_exist": ("Workspace paths that must all exist.",
+                    {"type": "array", "minItems": 1, "items": {"type": "string"}}),
+    "file_contains": ("A workspace file that must contain a text.",
+                      {"type": "object", "required": ["path", "text"],
+                       "properties": {"path": {"type": "string", "description": "The file."},
+                                      "text": {"type": "string",
+                                               "description": "The text."}}}),
+    "file_matches": ("A workspace file that must match a regular expression.",
+                     {"type": "object", "required": ["path", "pattern"],
+                      "properties": {"path": {"type": "string", "description": "The file."},
+                                     "pattern": {"type": "string",
+                                                 "description": "A Python regex."}}}),
+    "predicate": ("A Python function, module:function, called as f(state, workspace).",
+                  {"type": "string", "pattern": ":"}),
+    "sign_off": ("A person's sign-off: stead signoff AGENT GOAL.", {"const": True}),
+}  # fmt: skip
+
+
+def check_schema() -> dict[str, Any]:
+    """JSON Schema of one acceptance check, as :func:`parse_check` reads it."""
+    forms = []
+    for kind in CHECK_KINDS:
+        help_text, value = _CHECK_FORMS[kind]
+        properties = {kind: {"description": help_text, **value}}
+        if kind == "command":
+            properties["timeout"] = {
+                "description": "Seconds the command may take.",
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "default": DEFAULT_TIMEOUT,
+            }
+        forms.append(
+            {
+                "title": f"a {kind} check",
+                "type": "object",
+                "properties": properties,
+                "required": [kind],
+                "additionalProperties": False,
+            }
+        )
+    return {
+        "description": "A check that must pass for the goal to count as done: one of "
+        + ", ".join(CHECK_KINDS)
+        + ".",
+        "anyOf": forms,
+    }
+
+
 def _fail(where: str, problem: str) -> SpecError:
     return SpecError(f"spec field '{where}': {problem}")
 
@@ -49,7 +101,7 @@ def parse_check(value: Any, where: str) -> dict[str, Any]:
     (kind,) = kinds
     arg = value[kind]
     if kind == "command":
-        timeout = value.get("timeout", 120)
+        timeout = value.get("timeout", DEFAULT_TIMEOUT)
         if not isinstance(arg, str) or not arg.strip():
             raise _fail(f"{where}.command", "must be a command line, e.g. 'pytest -q'")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:

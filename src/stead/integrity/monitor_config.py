@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import MonitorConfigError as MonitorConfigError
 from .dataflow import DataFlow
 from .monitors import (
+    DEMOTE_LEVELS,
     VERDICTS,
     Budget,
     Count,
@@ -157,6 +158,105 @@ _CHOICES = {
     "influence": ("ask", "block", "off"),
     "answer": ("mark", "ask"),
 }
+
+
+_RULE_HELP = {
+    "loop": "The same call with the same arguments repeat times in a row (default 10): blocked.",
+    "error_streak": "errors failed calls in a row (default 10): the agent is suspended.",
+    "budget": "Limits on tool calls per window, steps, wall-clock seconds, tokens or spend.",
+    "dataflow": "Text from an untrusted or secret-bearing tool's result in an outbound "
+    "tool's arguments: a person is asked (on by default).",
+    "probing": "refusals refused calls within window seconds (default 10 in 600): suspended.",
+    "drift": "The agent's behaviour moving away from its first sessions' baseline: warned, "
+    "and with demote_to its autonomy is lowered.",
+}
+
+
+_SETTING_HELP = {
+    "repeat": "Identical calls in a row that count as a loop.",
+    "errors": "Failed calls in a row that count as a streak.",
+    "tool_calls": "The most tool calls per window.",
+    "window": "The window, in seconds.",
+    "steps": "The most steps.",
+    "wall_seconds": "The most seconds from the agent's start.",
+    "tokens": "The most tokens the model reports using.",
+    "spend": "The most spend the model reports.",
+    "outbound": "Tools (names or patterns) whose arguments carry data out.",
+    "untrusted": "Tools (or TOOL.FIELD) whose results are untrusted text.",
+    "trusted": "Tools whose results are system data, never untrusted.",
+    "verdict": "What a flow gets: ask a person, or block it.",
+    "influence": "An outbound call chosen while untrusted text was in view: ask, block or off.",
+    "answer": "What the model is told of untrusted text: mark it, or ask.",
+    "refusals": "Refused calls within the window that count as probing.",
+    "baseline_sessions": "Sessions that make the baseline.",
+    "min_steps": "Steps a session needs before it is compared.",
+    "demote_to": "The autonomy level the agent is lowered to on drift.",
+    "tool_mix": "How far the mix of tools may move from the baseline.",
+    "error_rate": "How far the error rate may move from the baseline.",
+    "refusal_rate": "How far the refusal rate may move from the baseline.",
+    "tokens_per_step": "How far the tokens per step may move from the baseline.",
+}
+_CUSTOM_HELP: dict[str, tuple[str, dict[str, Any]]] = {
+    "verdict": ("What a match gets.", {"enum": list(VERDICTS), "default": "warn"}),
+    "sequence": ("Two tool names (or patterns): the second called within `within` seconds "
+                 "of the first.", {"type": "array", "minItems": 2, "maxItems": 2}),
+    "within": ("Seconds, for a sequence.", {"type": "number"}),
+    "count": ("A tool name or pattern whose calls are counted.", {}),
+    "max": ("The most calls of count within the window.", {"type": "integer"}),
+    "window": ("Seconds, for a count.", {"type": "number"}),
+    "python": ("A function f(event, call), module:function.",
+               {"type": "string", "pattern": ".:."}),
+}  # fmt: skip
+
+
+def _setting_schema(key: str) -> dict[str, Any]:
+    """What :func:`_check_setting` lets a built-in rule's setting be (null: unset)."""
+    out: dict[str, Any] = {"description": _SETTING_HELP[key]}
+    if key == "demote_to":
+        return out | {"enum": [*DEMOTE_LEVELS, None]}
+    if key in _CHOICES:
+        return out | {"enum": [*_CHOICES[key], None]}
+    if key in _NAMES:
+        return out | {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}}
+    kind = "integer" if key in _COUNTS else "number"
+    return out | {"type": [kind, "null"], "exclusiveMinimum": 0}
+
+
+def monitors_schema() -> dict[str, Any]:
+    """JSON Schema of a spec's ``monitors:``, as :func:`build_monitors` reads it."""
+    rules: dict[str, Any] = {}
+    for name in BUILT_IN:
+        settings = {key: _setting_schema(key) for key in _PARAMS[name]}
+        settings["off"] = {"type": "boolean", "default": False, "description": "Turn it off."}
+        rules[name] = {
+            "description": _RULE_HELP[name],
+            "type": ["object", "null"],
+            "properties": settings,
+            "additionalProperties": False,
+        }
+    rules["custom"] = {
+        "description": "Rules of your own: {sequence: [A, B], within: SECONDS}, "
+        "{count: PATTERN, max: N, window: SECONDS} or {python: module:function}, each "
+        "with a verdict.",
+        "type": ["array", "null"],
+        "items": {
+            "type": "object",
+            "properties": {
+                key: {"description": help_text, **value}
+                for key, (help_text, value) in _CUSTOM_HELP.items()
+            },
+            "anyOf": [
+                {"required": ["sequence", "within"]},
+                {"required": ["count", "max", "window"]},
+                {"required": ["python"]},
+            ],
+        },
+    }
+    return {
+        "type": ["object", "null"],
+        "properties": rules,
+        "additionalProperties": False,
+    }
 
 
 def _match_tools(params: Mapping[str, Any], names: list[str]) -> None:

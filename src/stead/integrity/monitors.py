@@ -65,6 +65,9 @@ if TYPE_CHECKING:
     from .dataflow import DataFlow
 
 VERDICTS = ("warn", "ask", "block", "suspend")
+DEMOTE_LEVELS = ("observe", "advise", "act_with_approval", "act_autonomously")
+"""The autonomy levels drift's ``demote_to`` may name (the spec's, which this package
+does not import)."""
 MIN_FLOW_CHARS = 8
 """Shorter strings are not traced from a result into a later call's arguments."""
 
@@ -262,9 +265,8 @@ class Drift(Rule):
         self.baseline_sessions, self.min_steps, self.demote_to = (
             baseline_sessions, min_steps, demote_to,
         )  # fmt: skip
-        levels = ("observe", "advise", "act_with_approval", "act_autonomously")
-        if demote_to is not None and demote_to not in levels:
-            raise TypeError(f"demote_to must be one of {', '.join(levels)}")
+        if demote_to is not None and demote_to not in DEMOTE_LEVELS:
+            raise TypeError(f"demote_to must be one of {', '.join(DEMOTE_LEVELS)}")
         self.thresholds = {
             "tool_mix": tool_mix,
             "error_rate": error_rate,

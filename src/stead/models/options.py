@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -88,12 +88,85 @@ class ModelOptions:
         return asdict(self)
 
 
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "max_tokens": (1, 1_000_000, True),
+    "temperature": (0, 2, False),
+    "context_window": (512, 10_000_000, True),
+    "timeout": (1, 3600, False),
+    "max_retries": (0, 10, True),
+    "invalid_answers": (1, 100, True),
+}
+"""Each numeric option's lowest and highest value, and whether it is a whole number."""
+_HELP = {
+    "provider": "The wire format spoken: openai (also Ollama, vLLM, llama.cpp, LiteLLM) "
+    "or anthropic.",
+    "name": "The model's name as the provider knows it, e.g. gpt-4o-mini.",
+    "base_url": "The provider's endpoint, an http:// or https:// URL (default: the "
+    "provider's public API).",
+    "api_key_secret": "The vault secret (or worker variable) holding the API key "
+    "(default: OPENAI_API_KEY or ANTHROPIC_API_KEY).",
+    "max_tokens": "The most tokens of one answer; at most half of context_window.",
+    "temperature": "Sampling temperature (default: the provider's).",
+    "context_window": "The model's window in tokens; the conversation is compacted to fit it.",
+    "timeout": "Seconds one request may take.",
+    "max_retries": "Retries of a request after a 429, a 5xx or a timeout, with backoff.",
+    "invalid_answers": "Unusable answers in a row after which a person is asked.",
+    "summarizer": "A cheaper model that writes compaction summaries, in the same forms "
+    "(default: the model itself).",
+}
+
+
+def provider_model_schema(ref: str) -> dict[str, Any]:
+    """JSON Schema of a provider's model, as :func:`parse_model` reads it: text
+    ``provider:name`` or a mapping of options; ``ref`` points at this schema itself
+    (a summarizer is given in the same forms)."""
+    defaults = {f.name: f.default for f in fields(ModelOptions) if f.default not in (None, MISSING)}
+    options: dict[str, Any] = {}
+    for key in _KEYS:
+        prop: dict[str, Any] = {"description": _HELP[key]}
+        if key == "provider":
+            prop["enum"] = list(PROVIDERS)
+        elif key == "name":
+            prop |= {"type": "string", "pattern": _NAME.pattern}
+        elif key == "base_url":
+            prop |= {"type": "string", "pattern": "^https?://"}
+        elif key == "api_key_secret":
+            prop |= {"type": "string", "pattern": _SECRET.pattern}
+        elif key == "summarizer":
+            prop["anyOf"] = [{"$ref": ref}, {"type": "null"}]
+        else:
+            low, high, integer = _BOUNDS[key]
+            kind = "integer" if integer else "number"
+            prop |= {"type": [kind, "null"] if key == "temperature" else kind}
+            prop |= {"minimum": low, "maximum": high}
+            if key in defaults:
+                prop["default"] = defaults[key]
+        options[key] = prop
+    return {
+        "anyOf": [
+            {
+                "title": "provider:name",
+                "type": "string",
+                "pattern": f"^({'|'.join(PROVIDERS)}):",
+            },
+            {
+                "title": "a mapping of options",
+                "type": "object",
+                "properties": options,
+                "required": ["provider", "name"],
+                "additionalProperties": False,
+            },
+        ]
+    }
+
+
 def _fail(problem: str) -> SpecError:
     return SpecError(f"spec field 'model': {problem}")
 
 
-def _number(data: Mapping[str, Any], key: str, low: float, high: float, *, integer: bool) -> Any:
+def _number(data: Mapping[str, Any], key: str) -> Any:
     value = data[key]
+    low, high, integer = _BOUNDS[key]
     fits = isinstance(value, int | float) and not isinstance(value, bool)
     if integer and not isinstance(value, int):
         fits = False
@@ -137,17 +210,17 @@ def parse_model(value: Any) -> ModelOptions:
         raise _fail(f"api_key_secret {secret!r} is not a secret name (letters, digits and '_')")
     opts: dict[str, Any] = {}
     if "max_tokens" in data:
-        opts["max_tokens"] = _number(data, "max_tokens", 1, 1_000_000, integer=True)
+        opts["max_tokens"] = _number(data, "max_tokens")
     if data.get("temperature") is not None:
-        opts["temperature"] = _number(data, "temperature", 0, 2, integer=False)
+        opts["temperature"] = _number(data, "temperature")
     if "context_window" in data:
-        opts["context_window"] = _number(data, "context_window", 512, 10_000_000, integer=True)
+        opts["context_window"] = _number(data, "context_window")
     if "timeout" in data:
-        opts["timeout"] = _number(data, "timeout", 1, 3600, integer=False)
+        opts["timeout"] = _number(data, "timeout")
     if "max_retries" in data:
-        opts["max_retries"] = _number(data, "max_retries", 0, 10, integer=True)
+        opts["max_retries"] = _number(data, "max_retries")
     if "invalid_answers" in data:
-        opts["invalid_answers"] = _number(data, "invalid_answers", 1, 100, integer=True)
+        opts["invalid_answers"] = _number(data, "invalid_answers")
     window = opts.get("context_window", DEFAULT_WINDOW)
     answer = opts.get("max_tokens", DEFAULT_MAX_TOKENS)
     if answer * 2 > window:

@@ -41,6 +41,51 @@ _KEYS = ("name", "command", "url", "env", "secrets", "headers", "mounts", "effec
 _SECRET_REF = re.compile(r"\{secret:([A-Za-z0-9_.-]+)\}")
 
 
+_URL = r"^https?://[^\s/]+"
+_HELP: dict[str, tuple[str, dict[str, Any]]] = {
+    "name": ("The server's name, which starts its tools' names: 1 to 24 lowercase letters, "
+             "digits, '_' or '-'.", {"type": "string", "pattern": SERVER_NAME.pattern}),
+    "command": ("The argv of a server speaking MCP on stdio, started in the agent's sandbox "
+                "(no shell).", {"type": "array", "minItems": 1,
+                                "items": {"type": "string", "minLength": 1}}),
+    "url": ("The URL of a streamable HTTP server, reached only under a network grant.",
+            {"type": "string", "pattern": _URL}),
+    "env": ("Variables for a command server; {secret:NAME} in a value is filled in.",
+            {"type": "object", "additionalProperties": {"type": "string"}}),
+    "secrets": ("Vault secrets the server may use.",
+                {"type": "array", "items": {"type": "string", "minLength": 1}}),
+    "headers": ("Headers sent to a url server; {secret:NAME} in a value is filled in.",
+                {"type": "object", "additionalProperties": {"type": "string"}}),
+    "mounts": ("Absolute host folders a command server may read.",
+               {"type": "array", "items": {"type": "string", "pattern": "^/"}}),
+    "effect": ("The effect class of its tools (default: effectful).",
+               {"enum": [*EFFECTS, None]}),
+    "effects": ("Effect classes of single tools, by name.",
+                {"type": "object", "additionalProperties": {"enum": list(EFFECTS)}}),
+    "reconcile": ("module:function hooks, by tool name, asked after a crash cut a call off.",
+                  {"type": "object", "additionalProperties": {"type": "string",
+                                                              "pattern": ":"}}),
+    "timeout": ("Seconds one call may take.", {"type": "number", "exclusiveMinimum": 0,
+                                               "maximum": MAX_TIMEOUT,
+                                               "default": DEFAULT_TIMEOUT}),
+}  # fmt: skip
+
+
+def servers_schema() -> dict[str, Any]:
+    """JSON Schema of a spec's ``mcp:``, as :func:`parse_servers` reads it."""
+    server = {
+        "type": "object",
+        "properties": {key: {"description": _HELP[key][0], **_HELP[key][1]} for key in _KEYS},
+        "required": ["name"],
+        "oneOf": [
+            {"title": "a command server", "required": ["command"]},
+            {"title": "a url server", "required": ["url"]},
+        ],
+        "additionalProperties": False,
+    }
+    return {"type": ["array", "null"], "items": server}
+
+
 def _fail(where: str, problem: str) -> SpecError:
     return SpecError(f"spec field '{where}': {problem}")
 
@@ -91,7 +136,7 @@ def _server(entry: Any, where: str) -> dict[str, Any]:
                         "may read (its installation, say)")  # fmt: skip
         out["mounts"] = list(mounts)
     else:
-        if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", url):
+        if not isinstance(url, str) or not re.match(_URL, url):
             raise _fail(f"{where}.url", f"must be an http:// or https:// URL, got {url!r}")
         out["url"] = url
     secrets = entry.get("secrets", [])
