@@ -186,13 +186,18 @@ def _fields(schema: dict[str, Any], prefix: str, out: list[str]) -> None:
     for name, field in schema.get("properties", {}).items():
         path = f"{prefix}{name}"
         bits = [_cell(field.get("description", ""))]
-        if "default" in field:
+        if "default" in field and "default" not in bits[0].lower():
             bits.append(f"Default: `{json.dumps(field['default'])}`.")
-        if "minimum" in field or "maximum" in field:
-            bits.append(f"From {field.get('minimum', '…')} to {field.get('maximum', '…')}.")
+        low, high = field.get("minimum"), field.get("maximum")
+        if low is not None and high is not None:
+            bits.append(f"From {low} to {high}.")
+        elif low is not None:
+            bits.append(f"At least {low}.")
+        elif high is not None:
+            bits.append(f"At most {high}.")
         need = "required" if name in required else "optional"
         out.append(f"| `{path}` | {_type_of(field)} | {need} | {' '.join(b for b in bits if b)} |")
-        if field.get("type") == "object" and "properties" in field:
+        if "properties" in field:
             _fields(field, f"{path}.", out)
         items = field.get("items")
         if isinstance(items, dict) and items.get("type") == "object" and "properties" in items:
@@ -224,7 +229,12 @@ def spec_page(schema: dict[str, Any]) -> str:
             lines.append("")
         elif "oneOf" in sub or "anyOf" in sub:
             for option in sub.get("oneOf", sub.get("anyOf", [])):
-                lines.append(f"- {_type_of(option)}: {_cell(option.get('description', ''))}")
+                said = option.get("title") or _type_of(option)
+                if option.get("description"):
+                    said += f": {_cell(option['description'])}"
+                elif "pattern" in option:
+                    said += f" (matching `{option['pattern']}`)"
+                lines.append(f"- {said}")
                 if "properties" in option:
                     lines.extend(["", "    | field | type | | meaning |", "    |---|---|---|---|"])
                     inner: list[str] = []
