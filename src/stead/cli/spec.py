@@ -32,7 +32,7 @@ def register(
         help="check spec files against the schema and read what they name; "
         "print each problem as FILE:LINE:COLUMN: field: what is wrong",
     )
-    c.add_argument("files", nargs="+", metavar="FILE")
+    c.add_argument("files", nargs="+", metavar="FILE", help="agent spec files (YAML) to check")
     c.set_defaults(func=cmd_spec_check)
 
 
