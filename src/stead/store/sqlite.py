@@ -58,6 +58,7 @@ from .base import (
     wake_at,
 )
 from .deletion import SqlDeletion
+from .history import HistoryEntry
 from .sqlite_migrations import MIGRATIONS
 from .tokens import SqlTokenRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
@@ -117,6 +118,10 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
         with self._lock:
             row = self._db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
+
+    def history(self) -> list[HistoryEntry]:
+        with self._lock:
+            return sqlite_open.read_history(self._db)
 
     def close(self) -> None:
         with self._lock:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..errors import SchemaTooNew, StoreUnusable
+from ..errors import StoreUnusable
+from . import history
 from .sqlite_migrations import MIGRATIONS, apply_migrations
 
 BUSY_TIMEOUT_MS = 10_000
@@ -73,7 +74,7 @@ def _refuse_newer(db: sqlite3.Connection, where: Path, create: bool) -> None:
     ).fetchone()
     if has_table:
         row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-        _check_version(int(row.fetchone()[0]), where)
+        _check_version(db, int(row.fetchone()[0]), where)
         return
     other = db.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1").fetchone()
     if other is None and not create:  # an empty file: a read command makes no store of it
@@ -86,13 +87,18 @@ def _refuse_newer(db: sqlite3.Connection, where: Path, create: bool) -> None:
         )
 
 
-def _check_version(current: int, where: Path) -> None:
+def read_history(db: sqlite3.Connection) -> list[history.HistoryEntry]:
+    """The store's history (:mod:`stead.store.history`), read without writing; empty
+    for a store made before it was kept."""
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_history'"
+    ).fetchone()
+    return history.read(db) if found else []
+
+
+def _check_version(db: sqlite3.Connection, current: int, where: Path) -> None:
     if current > len(MIGRATIONS):
-        raise SchemaTooNew(
-            f"the database {where} has schema version {current}, but this "
-            f"stead understands versions up to {len(MIGRATIONS)}; upgrade stead "
-            "before opening it (it was not changed)"
-        )
+        raise history.too_new(f"the database {where}", current, len(MIGRATIONS), read_history(db))
 
 
 def _migrate(db: sqlite3.Connection, where: Path) -> None:
@@ -104,7 +110,7 @@ def _migrate(db: sqlite3.Connection, where: Path) -> None:
         )
         row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
         current = int(row[0])
-        _check_version(current, where)
+        _check_version(db, current, where)
         apply_migrations(db, current)
     except BaseException:
         db.execute("ROLLBACK")
