@@ -88,11 +88,6 @@ def read(db: _Db) -> list[HistoryEntry]:
     return [HistoryEntry(int(v), str(s), float(a)) for v, s, a in rows]
 
 
-def made_by(entries: Sequence[HistoryEntry]) -> str | None:
-    """The stead that made the store, if its history goes back to its making."""
-    return entries[0].stead_version if entries and entries[0].schema_version == 1 else None
-
-
 def too_new(where: str, current: int, known: int, entries: Sequence[HistoryEntry]) -> SchemaTooNew:
     """The refusal of a store at schema ``current`` by a stead that knows up to ``known``,
     naming the stead that wrote its newest schema when its history says."""
