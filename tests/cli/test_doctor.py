@@ -252,3 +252,14 @@ def test_doctor_reads_a_postgres_store_too(
     assert report["store"]["schema_version"] == len(PG)
     assert report["store"]["made_by"] == __version__
     assert "@" not in report["store"]["url"] and schema in report["store"]["url"]
+
+
+def test_doctor_says_what_is_wrong_with_a_file_that_is_no_store_and_reports_the_rest(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "stead.db"
+    db.write_bytes(b"not a database, only some bytes" * 100)
+    code, report = run_json(capsys, "doctor", "--store", f"sqlite:///{db}")
+    assert code == 0 and report["isolated"] is True
+    assert report["store"]["problem"].startswith(f"cannot read {db} as a stead store: ")
+    assert db.read_bytes() == b"not a database, only some bytes" * 100

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from ..errors import StoreError
+from ..errors import SteadError
 from ..sandbox.report import report
 from ..sandbox.secrets import key_file_warning
 from ..sandbox.select import OPT_IN
@@ -78,7 +78,7 @@ def _store(url: str) -> dict[str, Any]:
     where = shown(url)
     try:
         info = peek(url)
-    except StoreError as exc:
+    except SteadError as exc:  # a missing extra or a bad URL too: the rest still reports
         return {"url": where, "problem": str(exc)}
     if info is None:
         return {"url": where, "schema_version": None}
