@@ -254,8 +254,8 @@ def check_version(db: Conn, current: int, where: str) -> None:
     """Refuse a schema that a newer stead wrote (before anything is written to it),
     naming the stead that wrote it when its history says."""
     if current > len(MIGRATIONS):
-        where = f"the PostgreSQL schema {where}"
-        raise history.too_new(where, current, len(MIGRATIONS), read_history(db))
+        schema = f"the PostgreSQL schema {where}"
+        raise history.too_new(schema, current, len(MIGRATIONS), read_history(db))
 
 
 def migrate(db: Conn, where: str, schema: str | None) -> None:
