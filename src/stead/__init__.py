@@ -43,8 +43,7 @@ from .spec import AgentSpec, load_spec, parse_spec
 from .state import State
 from .store import Store, open_store
 from .tools import Effect, Reconciled, Tool, ToolContext, tool
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "AgentSpec",

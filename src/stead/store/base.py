@@ -35,6 +35,7 @@ from ..errors import NotFound, StaleEpoch, SteadError, StoreError, VersionConfli
 from ..journal import Event, Kind, NewEvent, seal
 from ..state import State, apply, fold
 from .anchors import Anchor, spec_digest
+from .history import HistoryEntry
 from .snapshot_rows import SnapshotRecord as SnapshotRecord
 from .snapshot_rows import consumed_message as consumed_message
 from .snapshot_rows import no_snapshot_message as no_snapshot_message
@@ -536,6 +537,12 @@ class Store(abc.ABC):
         return False
 
     # -- lifecycle ------------------------------------------------------------
+
+    @abc.abstractmethod
+    def history(self) -> list[HistoryEntry]:
+        """The migrations applied to this store, oldest first, each with the stead
+        version that applied it and when (:mod:`stead.store.history`): a store made
+        by a stead that kept it begins at schema version 1."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends need it
         """Release connections; the store must not be used afterwards."""

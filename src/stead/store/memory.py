@@ -9,6 +9,7 @@ durable backend could not store fails here too.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -43,6 +44,7 @@ from .base import (
     wake_at,
 )
 from .deletion import not_found, refuse_if_held
+from .history import HistoryEntry, stead_version
 from .tokens import MemoryTokenRows
 from .webhook_rows import MemoryWebhookRows
 
@@ -70,6 +72,8 @@ class MemoryStore(MemoryTokenRows, MemoryWebhookRows, Store):
         self._anchors: dict[str, Anchor] = {}
         # (status, wake_at) of each agent, as an index for the worker's queries
         self._index: dict[str, tuple[str, float | None]] = {}
+        # made now by this stead, at the one schema version it has
+        self._history = [HistoryEntry(self.schema_version, stead_version(), time.time())]
 
     def _create(
         self, record: AgentRecord, events: Sequence[Event], state: State, anchor: Anchor, at: float
@@ -322,3 +326,7 @@ class MemoryStore(MemoryTokenRows, MemoryWebhookRows, Store):
         with self._lock:
             for sid in signal_ids:
                 self._signals.get(agent_id, {}).pop(sid, None)
+
+    def history(self) -> list[HistoryEntry]:
+        with self._lock:
+            return list(self._history)

@@ -97,6 +97,7 @@ from .base import (
     wake_at,
 )
 from .deletion import SqlDeletion
+from .history import HistoryEntry
 from .postgres_migrations import (
     INDEXED_KINDS,
     INDEXED_SQL,
@@ -104,6 +105,7 @@ from .postgres_migrations import (
     Conn,
     check_version,
     migrate,
+    read_history,
     recorded_version,
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
@@ -138,7 +140,7 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
             with psycopg.connect(target.conninfo, autocommit=True) as db:
                 current = recorded_version(db)
                 if current is not None:
-                    check_version(current, self.where)
+                    check_version(db, current, self.where)
                 elif not create:
                     raise StoreUnusable(
                         f"there is no store at {self.where}; check --store (or $STEAD_STORE)"
@@ -210,6 +212,10 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
         """The highest schema version recorded in the store's schema."""
         with self._conn() as db:
             return recorded_version(db) or 0
+
+    def history(self) -> list[HistoryEntry]:
+        with self._conn() as db:
+            return read_history(db)
 
     def close(self) -> None:
         self._listener.close()

@@ -68,7 +68,7 @@ class PostgresBlobs:
                 with psycopg.connect(self._target.conninfo, autocommit=True) as db:
                     current = recorded_version(db)
                     if current is not None:
-                        check_version(current, self.where)
+                        check_version(db, current, self.where)
                     migrate(db, self.where, self._target.schema)
                 self._pool = ConnectionPool(
                     self._target.conninfo,

@@ -23,7 +23,8 @@ snapshots, anchors), written for PostgreSQL:
 Migration 2 adds the ``blobs`` table of :mod:`stead.store.postgres_blobs`
 (PostgreSQL only: a SQLite store keeps its blobs in a folder); 3 the API
 tokens; 4 the anchors' ``spec_hash`` and ``epoch`` (SQLite's 9); 5 when each
-blob was stored; 6 the webhooks and their outbox (SQLite's 10).
+blob was stored; 6 the webhooks and their outbox (SQLite's 10); 7 the store's
+history (SQLite's 11, :mod:`stead.store.history`).
 
 When a new stead folds existing events into something else, it appends
 :func:`refold_states` to this list as well as to SQLite's.
@@ -38,10 +39,10 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from ..canonical import dumps, loads
-from ..errors import SchemaTooNew, StoreUnusable
+from ..errors import StoreUnusable
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import tokens, webhook_rows
+from . import history, tokens, webhook_rows
 from .base import wake_at
 
 INDEXED_KINDS = (
@@ -212,6 +213,9 @@ MIGRATIONS: list[Migration] = [
     """,
     # 6: webhooks, their outbox and the attempts made (SQLite's 10)
     webhook_rows.POSTGRES_CREATE,
+    # 7: the store's history (SQLite's 11): for each migration from here on, the stead
+    # version that applied it and when (a new store's rows go back to version 1)
+    history.POSTGRES_CREATE,
 ]
 
 
@@ -236,14 +240,22 @@ def other_table(db: Conn) -> str | None:
     return None if row is None else str(row[0])
 
 
-def check_version(current: int, where: str) -> None:
-    """Refuse a schema that a newer stead wrote (before anything is written to it)."""
+def read_history(db: Conn) -> list[history.HistoryEntry]:
+    """The schema's history (:mod:`stead.store.history`), read without writing; empty
+    for a store made before it was kept."""
+    found = db.execute(
+        "SELECT 1 FROM information_schema.tables "
+        "WHERE table_schema = current_schema() AND table_name = 'store_history'"
+    ).fetchone()
+    return history.read(db) if found else []
+
+
+def check_version(db: Conn, current: int, where: str) -> None:
+    """Refuse a schema that a newer stead wrote (before anything is written to it),
+    naming the stead that wrote it when its history says."""
     if current > len(MIGRATIONS):
-        raise SchemaTooNew(
-            f"the PostgreSQL schema {where} has schema version {current}, but this stead "
-            f"understands versions up to {len(MIGRATIONS)}; upgrade stead before opening "
-            "it (it was not changed)"
-        )
+        schema = f"the PostgreSQL schema {where}"
+        raise history.too_new(schema, current, len(MIGRATIONS), read_history(db))
 
 
 def migrate(db: Conn, where: str, schema: str | None) -> None:
@@ -270,7 +282,7 @@ def migrate(db: Conn, where: str, schema: str | None) -> None:
                 "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
             )
             current = 0
-        check_version(current, where)
+        check_version(db, current, where)
         for version in range(current + 1, len(MIGRATIONS) + 1):
             migration = MIGRATIONS[version - 1]
             if callable(migration):
@@ -278,3 +290,5 @@ def migrate(db: Conn, where: str, schema: str | None) -> None:
             else:
                 db.execute(migration)
             db.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+        if current < len(MIGRATIONS):
+            history.record(db, "%s", range(current + 1, len(MIGRATIONS) + 1))

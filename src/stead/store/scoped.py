@@ -27,6 +27,7 @@ from .base import (
     Store,
     no_snapshot_message,
 )
+from .history import HistoryEntry
 
 
 def _missing(agent_id: str) -> NotFound:
@@ -251,6 +252,9 @@ class TenantStore(Store):
 
     def wait_for_work(self, timeout: float) -> bool:
         return self.inner.wait_for_work(timeout)
+
+    def history(self) -> list[HistoryEntry]:
+        return self.inner.history()
 
     def close(self) -> None:
         self.inner.close()

@@ -12,7 +12,9 @@ Set up deliberately for many readers and one writer at a time:
 * one connection per store object, used under a lock, so this process has one
   writer.
 
-Migrations are the ordered list in :mod:`stead.store.sqlite_migrations`; the
+Opening the file (the pragmas, refusing a newer schema, migrating) is
+:mod:`stead.store.sqlite_open`. Migrations are the ordered list in
+:mod:`stead.store.sqlite_migrations`; the
 version of each is recorded in ``schema_migrations`` in the same transaction,
 and a database whose recorded version is newer than this code knows is refused.
 """
@@ -32,15 +34,13 @@ from ..errors import (
     IntegrityError,
     LeaseHeld,
     NotFound,
-    SchemaTooNew,
     SteadError,
     StoreError,
-    StoreUnusable,
 )
 from ..journal import Event, Kind
 from ..notices import notices
 from ..state import State
-from . import sqlite_anchors, sqlite_snapshots
+from . import sqlite_anchors, sqlite_open, sqlite_snapshots
 from .anchors import Anchor, state_row
 from .base import (
     AgentRecord,
@@ -58,11 +58,11 @@ from .base import (
     wake_at,
 )
 from .deletion import SqlDeletion
-from .sqlite_migrations import MIGRATIONS, apply_migrations
+from .history import HistoryEntry
+from .sqlite_migrations import MIGRATIONS
 from .tokens import SqlTokenRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
-BUSY_TIMEOUT_MS = 10_000
 INDEXED_KINDS = (
     "agent_created",
     "autonomy_changed",
@@ -75,10 +75,6 @@ INDEXED_KINDS = (
 _INDEXED_SQL = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 """The event kinds in the partial index ``events_kind`` (migrations 3 and 5)."""
 _PAGE = 2_000
-
-
-def _no_store(path: Path) -> StoreUnusable:
-    return StoreUnusable(f"there is no store at {path}; check --store (or $STEAD_STORE)")
 
 
 class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebhookRows, Store):
@@ -94,42 +90,8 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
         folder) is made: a command that only reads must not leave a store behind.
         """
         self.path = Path(path)
-        if str(path) != ":memory:":
-            if not create and not self.path.is_file():
-                raise _no_store(self.path)
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreUnusable(
-                    f"cannot make the folder of the store {self.path}: {exc.strerror}"
-                ) from None
         self._lock = threading.RLock()
-        try:
-            self._db = sqlite3.connect(
-                str(path),
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-        except sqlite3.Error as exc:
-            raise StoreUnusable(f"cannot open SQLite database {path}: {exc}") from None
-        try:
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            # refuse a newer database before anything (even the WAL switch) writes to it
-            self._refuse_newer(create)
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = FULL")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            # garbage, a truncated file, a lock held past the timeout, a read-only file
-            self._db.close()
-            raise StoreUnusable(
-                f"cannot use {self.path} as a stead store: {exc}; name a stead database "
-                "that is readable, writable and not locked by another program"
-            ) from None
-        except BaseException:
-            self._db.close()
-            raise
+        self._db = sqlite_open.connect(path, create)
         self._held = storefiles.hold(path)  # no other open of its files (stead.storefiles)
 
     # -- plumbing -------------------------------------------------------------
@@ -151,50 +113,15 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
             else:
                 self._db.execute("COMMIT")
 
-    def _refuse_newer(self, create: bool) -> None:
-        has_table = self._db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-        ).fetchone()
-        if has_table:
-            row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-            self._check_version(int(row.fetchone()[0]))
-            return
-        other = self._db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1"
-        ).fetchone()
-        if other is None and not create:  # an empty file: a read command makes no store of it
-            raise _no_store(self.path)
-        if other is not None:
-            # another program's database: adding stead's tables to it would change it
-            raise StoreUnusable(
-                f"{self.path} is not a stead store (it has a table {other[0]!r} but no "
-                "stead schema); name a stead database or a new file"
-            )
-
-    def _check_version(self, current: int) -> None:
-        if current > len(MIGRATIONS):
-            raise SchemaTooNew(
-                f"the database {self.path} has schema version {current}, but this "
-                f"stead understands versions up to {len(MIGRATIONS)}; upgrade stead "
-                "before opening it (it was not changed)"
-            )
-
-    def _migrate(self) -> None:
-        with self._tx() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                "version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
-            row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-            current = int(row[0])
-            self._check_version(current)
-            apply_migrations(db, current)
-
     def recorded_schema_version(self) -> int:
         """The highest schema version recorded in the database."""
         with self._lock:
             row = self._db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
+
+    def history(self) -> list[HistoryEntry]:
+        with self._lock:
+            return sqlite_open.read_history(self._db)
 
     def close(self) -> None:
         with self._lock:

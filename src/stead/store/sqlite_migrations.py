@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ..canonical import dumps, loads
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import sqlite_anchors, tokens, webhook_rows
+from . import history, sqlite_anchors, tokens, webhook_rows
 from .base import wake_at
 
 
@@ -172,12 +172,16 @@ MIGRATIONS: list[Migration] = [
     # 10: webhooks, their outbox (rows put in the transaction of the events that cause
     # them) and the attempts made to deliver them
     webhook_rows.SQLITE_CREATE,
+    # 11: the store's history: for each migration from here on, the stead version that
+    # applied it and when (a new store's rows go back to version 1: who made it)
+    history.SQLITE_CREATE,
 ]
 
 
 def apply_migrations(db: sqlite3.Connection, current: int) -> None:
     """Apply every migration after version ``current``, each recorded with its version
-    in ``schema_migrations``, in the caller's transaction."""
+    in ``schema_migrations`` and with this stead's in ``store_history``
+    (:mod:`stead.store.history`), in the caller's transaction."""
     for version in range(current + 1, len(MIGRATIONS) + 1):
         migration = MIGRATIONS[version - 1]
         if callable(migration):
@@ -190,3 +194,5 @@ def apply_migrations(db: sqlite3.Connection, current: int) -> None:
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?, julianday('now'))",
             (version,),
         )
+    if current < len(MIGRATIONS):
+        history.record(db, "?", range(current + 1, len(MIGRATIONS) + 1))
