@@ -18,7 +18,7 @@ import pytest
 
 from stead.cli.main import main
 from stead.runtime.runtime import Runtime
-from stead.store import sqlite as sqlite_store
+from stead.store import sqlite_open
 
 from ..needs import missing
 from .test_cli import call, run_json, write_agent
@@ -275,7 +275,7 @@ def test_a_locked_store_is_refused(
     holder.execute("PRAGMA locking_mode = EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")
     holder.execute("CREATE TABLE t (x)")
-    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(sqlite_open, "BUSY_TIMEOUT_MS", 50)
     try:
         refused(capsys, "ls", "--store", f"sqlite:///{db}", needle="locked")
     finally:
