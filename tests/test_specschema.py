@@ -89,12 +89,17 @@ def test_unknown_keys_are_refused_where_the_reader_refuses_them() -> None:
 def _harvest() -> Iterator[tuple[str, Any]]:
     """Specs the repository holds: files, fenced yaml in the docs, and those the tests
     write (YAML text, dict literals, and the keywords of their spec-writing helpers)."""
-    files = [*ROOT.glob("tests/**/*.y*ml"), *ROOT.glob("src/stead/demo/**/*.y*ml")]
+    files = [
+        *ROOT.glob("examples/**/*.y*ml"),
+        *ROOT.glob("tests/**/*.y*ml"),
+        *ROOT.glob("src/stead/demo/**/*.y*ml"),
+    ]
     for path in files:
         yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
-    for md in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))]:
-        for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", md.read_text(), re.S)):
-            yield f"{md.name} yaml block {i}", block
+    for md in [ROOT / "README.md", *sorted(ROOT.glob("docs/**/*.md"))]:
+        blocks = re.findall(r"```yaml[^\n]*\n(.*?)```", md.read_text(), re.S)
+        for i, block in enumerate(blocks):
+            yield f"{md.relative_to(ROOT)} yaml block {i}", block
     for path in sorted(ROOT.glob("tests/**/*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
@@ -156,6 +161,7 @@ def test_every_spec_the_repository_holds_that_the_reader_accepts_is_valid(
 ) -> None:
     accepted = _accepted_specs(tmp_path)
     assert len(accepted) >= 40, f"found only {len(accepted)} specs; is the harvest broken?"
+    assert any(where.startswith("docs/tutorials/") for where, _, _ in accepted)
     wrong = {where: schema_problems(data, {}) for where, data, _ in accepted}
     assert not {k: v for k, v in wrong.items() if v}
 
