@@ -36,9 +36,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src docsgen
 
 # the documentation site, strictly: any warning (a broken link, a missing page, a
-# docstring autodoc cannot read) fails the build
+# docstring autodoc cannot read) fails the build; -E reads every page afresh, as the
+# reference pages and captions are made from the code at each build
 docs: $(STAMP)
-	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
+	$(BIN)/sphinx-build -q -E -W --keep-going -b html docs docs/_build/html
 
 $(PEERS_STAMP): $(PEERS_REQS)
 	$(PYTHON) -m venv $(PEERS_VENV)

@@ -9,6 +9,9 @@ from functools import cache
 from pathlib import Path
 
 MARKER = re.compile(r"<!--\s*generated:\s*(?P<name>[a-z-]+)\s*-->")
+TITLED = re.compile(r'^(?P<indent> *)```(?P<language>[\w-]+) title="(?P<title>[^"]+)"[ \t]*$', re.M)
+"""A fenced block naming the file it is (``` ```yaml title="agent.yaml" ```): the
+tutorials' tests write it, and the page shows its name as the block's caption."""
 
 
 @cache
@@ -34,7 +37,13 @@ def fill(docname: str, text: str) -> str:
     """A page's text with its marker (if any) replaced by the page it names."""
     found = MARKER.search(text)
     if found is None:
-        return text
+        return TITLED.sub(
+            lambda m: (
+                f"{m['indent']}```{{code-block}} {m['language']}\n"
+                f"{m['indent']}:caption: {m['title']}\n"
+            ),
+            text,
+        )
     made = pages().get(found["name"])
     if made is None:
         raise ValueError(f"{docname}: no generated page is called {found['name']!r}")
