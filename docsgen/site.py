@@ -34,13 +34,14 @@ def pages() -> dict[str, str]:
 
 
 def fill(docname: str, text: str) -> str:
-    """A page's text with its marker (if any) replaced by the page it names."""
+    """A page's text with its marker (if any) replaced by the page it names, and its
+    titled blocks given their file's name as a caption."""
     found = MARKER.search(text)
     if found is None:
         return TITLED.sub(
             lambda m: (
                 f"{m['indent']}```{{code-block}} {m['language']}\n"
-                f"{m['indent']}:caption: {m['title']}\n"
+                f"{m['indent']}:caption: {m['title']}"
             ),
             text,
         )
