@@ -30,9 +30,9 @@ def answer(body: Any) -> Reply:
     if done < 2:
         args = {"path": f"part{done + 1}.md", "content": "A short summary.\n"}
         call = openai_call(f"c{done}", "write_file", args)
-        return Reply(body=openai_answer([call]), delay=1.5)
+        return Reply(body=openai_answer([call]), delay=3.0)
     done_call = openai_call("c9", "finish", {"summary": "done"})
-    return Reply(body=openai_answer([done_call]), delay=1.5)
+    return Reply(body=openai_answer([done_call]), delay=3.0)
 
 
 def workers_of(terminal: Reader, agent_id: str) -> list[str]:
