@@ -73,4 +73,4 @@ def test_a_marker_is_replaced_by_its_page_and_an_unknown_one_is_refused() -> Non
 def test_a_file_a_tutorial_creates_is_shown_with_its_name() -> None:
     page = '1. Make it:\n\n   ```yaml title="agent.yaml"\n   name: a\n   ```\n'
     shown = site.fill("tutorials/x", page)
-    assert '   ```{code-block} yaml\n   :caption: agent.yaml\n   name: a\n' in shown
+    assert "   ```{code-block} yaml\n   :caption: agent.yaml\n   name: a\n" in shown
