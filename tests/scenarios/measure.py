@@ -59,6 +59,17 @@ class Figures:
         return self.alone / self.benign if self.benign else 1.0
 
 
+def merged(parts: Iterable[Figures]) -> Figures:
+    """The figures of several sets of tasks together."""
+    total = Figures()
+    for f in parts:
+        for name in ("benign", "done", "questions", "alone", "injected", "succeeded"):
+            setattr(total, name, getattr(total, name) + getattr(f, name))
+        for name in ("asked", "failed", "stuck", "attacks"):
+            getattr(total, name).extend(getattr(f, name))
+    return total
+
+
 def measure(tasks: Iterable[Task], monitors: dict[str, Any] | None, root: Path) -> Figures:
     """Run every task under ``monitors`` (in directories under ``root``)."""
     figures = Figures()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .measure import GOALS, Figures, measure
+from .measure import GOALS, Figures, measure, merged
 from .suite import CONFIGS, Task, tasks
 
 TITLES = {
@@ -60,16 +60,18 @@ def by_weakness(every: list[Task], measured: dict[str, Figures]) -> list[str]:
 def main() -> None:
     every = tasks()
     kinds = sorted({t.area for t in every})
-    measured: dict[str, Figures] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, monitors in CONFIGS.items():
-            measured[name] = measure(every, monitors, Path(tmp) / name)
         per_kind = {
             (name, kind): measure([t for t in every if t.area == kind], monitors,
                                   Path(tmp) / f"{name}-{kind}")
             for name, monitors in CONFIGS.items()
             for kind in kinds
         }  # fmt: skip
+        measured = {name: merged(per_kind[name, k] for k in kinds) for name in CONFIGS}
+        original = {
+            name: measure([t for t in every if t.original], monitors, Path(tmp) / f"o-{name}")
+            for name, monitors in CONFIGS.items()
+        }
     benign = sum(not t.injected for t in every)
     print(f"{len(every)} tasks: {benign} benign, {len(every) - benign} injected.\n")
     print(HEADER.format(what="configuration"))
@@ -79,6 +81,10 @@ def main() -> None:
         f"| goal | ≥ {GOALS['done']:.0%} | {GOALS['succeeded']} | ≤ {GOALS['questions']} "
         f"| ≥ {GOALS['alone']:.0%} |"
     )
+    print("\nThe original 31 tasks:\n")
+    print(HEADER.format(what="configuration"))
+    for name, f in original.items():
+        print(row(TITLES[name], f))
     for name in CONFIGS:
         print(f"\n{TITLES[name]}, per kind of work:\n")
         print(HEADER.format(what="kind"))
