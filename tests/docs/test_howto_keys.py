@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from .test_tutorials import reader_env
-from .tutorial import Reader
+from .tutorial import Reader, reader_env
 
 HOWTO = Path(__file__).parents[2] / "docs" / "how-to"
 

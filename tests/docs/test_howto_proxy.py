@@ -18,13 +18,12 @@ import stead
 from tests.needs import missing
 from tests.server.process import free_port
 
-from .test_tutorials import reader  # noqa: F401
 from .tutorial import Reader
 
 PAGE = Path(__file__).parents[2] / "docs" / "how-to" / "deploy-behind-a-proxy.md"
 
 
-def test_deploy_behind_a_proxy(reader: Reader) -> None:  # noqa: F811
+def test_deploy_behind_a_proxy(reader: Reader) -> None:
     if shutil.which("curl") is None:
         missing("curl is not installed", "apt-get install -y curl")
     port = free_port()

@@ -17,8 +17,7 @@ from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_c
 from tests.needs import missing
 from tests.server.process import free_port
 
-from .test_tutorials import LOCAL_MODEL, TUTORIALS, reader, tool_results  # noqa: F401
-from .tutorial import Reader
+from .tutorial import LOCAL_MODEL, TUTORIALS, Reader, tool_results
 
 PAGE = TUTORIALS / "approvals-and-the-page.md"
 SHOWN_APPROVAL = "apr_01M90Q19RF879X8EX66AM0XHX7"
@@ -47,7 +46,7 @@ def split(page: Path, heading: str, folder: Path) -> tuple[Path, Path]:
     return first, second
 
 
-def test_approvals_and_the_page(reader: Reader, tmp_path: Path) -> None:  # noqa: F811
+def test_approvals_and_the_page(reader: Reader, tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
         missing("Debian's chromium is not installed", "apt-get install -y chromium")
     from playwright.sync_api import expect, sync_playwright

@@ -16,8 +16,7 @@ from typing import Any
 from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_call
 from tests.postgres import connect, fresh_schema, url_for
 
-from .test_tutorials import LOCAL_MODEL, TUTORIALS, reader, tool_results  # noqa: F401
-from .tutorial import Reader
+from .tutorial import LOCAL_MODEL, TUTORIALS, Reader, tool_results
 
 PAGE = TUTORIALS / "many-workers-postgres.md"
 STORE = "postgresql://postgres@127.0.0.1:5432/stead?schema=tutorial"
@@ -42,7 +41,7 @@ def workers_of(terminal: Reader, agent_id: str) -> list[str]:
     return [e["data"]["worker"] for e in events if e["kind"] == "activation_started"]
 
 
-def test_many_workers_on_postgres(reader: Reader, tmp_path: Path) -> None:  # noqa: F811
+def test_many_workers_on_postgres(reader: Reader, tmp_path: Path) -> None:
     connect().close()  # skips (fails in CI) with no PostgreSQL at 127.0.0.1:5432
     with fresh_schema() as schema, FakeServer() as model:
         model.responder = answer

@@ -16,8 +16,7 @@ import pytest
 
 from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_call
 
-from .test_tutorials import LOCAL_MODEL, TUTORIALS, reader_env, tool_results
-from .tutorial import Reader
+from .tutorial import LOCAL_MODEL, TUTORIALS, Reader, reader_env, tool_results
 
 
 @pytest.fixture

@@ -8,41 +8,12 @@ server, PostgreSQL), through the replacements it names, and runs the page with
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_call
 
-from .tutorial import Reader
-
-TUTORIALS = Path(__file__).parents[2] / "docs" / "tutorials"
-LOCAL_MODEL = "http://127.0.0.1:11434/v1"
-"""Where the tutorials' local model server is; the tests' fake one stands in for it."""
-
-
-def reader_env(tmp_path: Path) -> dict[str, str]:
-    """A reader's environment: their PATH and locale, none of the suite's STEAD_ settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
-    env["HOME"] = str(tmp_path / "home")
-    (tmp_path / "home").mkdir()
-    return env
-
-
-@pytest.fixture
-def reader(tmp_path: Path) -> Iterator[Reader]:
-    r = Reader(tmp_path, reader_env(tmp_path))
-    try:
-        yield r
-    finally:
-        r.close()
-
-
-def tool_results(body: dict[str, Any]) -> int:
-    return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+from .tutorial import HOW_TO, LOCAL_MODEL, TUTORIALS, Reader, tool_results
 
 
 def test_first_agent(reader: Reader, tmp_path: Path) -> None:
@@ -65,3 +36,11 @@ def test_first_agent(reader: Reader, tmp_path: Path) -> None:
     assert (notes / "agent.yaml").is_file()
     shown = json.loads(reader.run("stead --json show notes").output)
     assert shown["status"] == "completed"
+
+
+def test_every_page_with_commands_is_followed_by_a_test() -> None:
+    """A tutorial or how-to whose commands no test runs would go stale unseen."""
+    tests = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("test_*.py"))
+    for page in sorted([*TUTORIALS.glob("*.md"), *HOW_TO.glob("*.md")]):
+        if "```console" in page.read_text(encoding="utf-8"):
+            assert f'"{page.name}"' in tests, f"no test follows {page.relative_to(page.parents[2])}"

@@ -30,9 +30,10 @@ import shlex
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>.*)$")
 _TITLE = re.compile(r'title="(?P<title>[^"]+)"')
@@ -219,5 +220,20 @@ class Reader:
             self._kill(group)
 
 
-def pages(folder: Path) -> Iterator[Path]:
-    yield from sorted(folder.glob("*.md"))
+TUTORIALS = Path(__file__).parents[2] / "docs" / "tutorials"
+HOW_TO = Path(__file__).parents[2] / "docs" / "how-to"
+LOCAL_MODEL = "http://127.0.0.1:11434/v1"
+"""Where the tutorials' local model server is; the tests' fake one stands in for it."""
+
+
+def reader_env(tmp_path: Path) -> dict[str, str]:
+    """A reader's environment: their PATH and locale, none of the suite's STEAD_ settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
+    env["HOME"] = str(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    return env
+
+
+def tool_results(body: Mapping[str, Any]) -> int:
+    """How many tool results a chat-completions request carries (the step it is at)."""
+    return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
