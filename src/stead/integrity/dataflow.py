@@ -14,10 +14,12 @@ from ..canonical import dumps
 from ..journal import Event, Kind
 from ..state import TAINTED_KEPT
 from ..values import texts, values
+from .identifiers import named, tokens
 from .monitors import MIN_FLOW_CHARS, Call, Rule, Violation
 
-Entry = tuple[int, set[str], set[str]]
-"""A result that must not flow out: its seq, its long strings, its values."""
+Entry = tuple[int, set[str], set[str], set[str]]
+"""A result that must not flow out: its seq, its long strings, its values, and its
+whole tokens (for arguments that name something, however short)."""
 
 
 class DataFlow(Rule):
@@ -52,6 +54,7 @@ class DataFlow(Rule):
         trusted_text: Iterable[str] = (),
         influence: str | None = None,
         answer: str = "mark",
+        naming: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         # tool patterns whose results are third-party text: None for the whole
         # result, else the names of the fields that are
@@ -69,6 +72,10 @@ class DataFlow(Rule):
         self.trusted = set(trusted)
         # what a person wrote, whole (lowercased): a piece of it is theirs too
         self.trusted_text: list[str] = [t.lower() for t in trusted_text]
+        # each tool's arguments that name something (stead.integrity.identifiers): a
+        # token an untrusted result holds counts there, however short
+        self.naming = {tool: frozenset(args) for tool, args in (naming or {}).items()}
+        self._person_tokens: set[str] = set().union(*(tokens(t) for t in self.trusted_text))
         # names or patterns of tools whose results are system data, though untrusted
         # also matches them ("everything is untrusted but these")
         self.trusted_tools = sorted(set(trusted_tools))
@@ -116,7 +123,8 @@ class DataFlow(Rule):
 
     def _entry(self, ev: Event) -> Entry:
         part = self._untrusted_part(ev.data)
-        return ev.seq, set(_strings(part)), values(part)
+        words = set().union(*(tokens(t) for t in texts(part, numbers=True)))
+        return ev.seq, set(_strings(part)), values(part), words
 
     def observe(self, ev: Event) -> Violation | None:
         d = ev.data
@@ -129,6 +137,7 @@ class DataFlow(Rule):
         elif ev.kind == Kind.INPUT_RECEIVED:
             self.trusted |= values(d.get("text"))
             self.trusted_text.append(str(d.get("text") or "").lower())
+            self._person_tokens |= tokens(self.trusted_text[-1])
         elif ev.kind == Kind.APPROVAL_REQUESTED:
             self._asked[str(d.get("approval_id"))] = values(d.get("args"))
         elif ev.kind == Kind.APPROVAL_GRANTED:
@@ -138,7 +147,7 @@ class DataFlow(Rule):
     def resume(self, earlier: Iterable[Event], trusted: Iterable[str] = ()) -> None:
         """Take back tainted results older than the events this rule was primed with,
         and the values people gave before then (as the state keeps them)."""
-        seen = {seq for seq, _, _ in self.tainted}
+        seen = {entry[0] for entry in self.tainted}
         older = [self._entry(ev) for ev in earlier if ev.seq not in seen and self.taints(ev.data)]
         self.tainted = [*older, *self.tainted][-TAINTED_KEPT:]
         self.trusted |= set(trusted)
@@ -152,7 +161,9 @@ class DataFlow(Rule):
         those its context showed, and any newer than the latest compaction (a
         conversation shows every turn since)."""
         return tuple(
-            seq for seq, _, _ in self.tainted if seq in self._in_view or seq > self._through
+            entry[0]
+            for entry in self.tainted
+            if entry[0] in self._in_view or entry[0] > self._through
         )
 
     def _own(self, text: str) -> bool:
@@ -170,18 +181,30 @@ class DataFlow(Rule):
         parts, found = set(_strings(value)), values(value)
         return [
             seq
-            for seq, strings, tainted in self.tainted
+            for seq, strings, tainted, _ in self.tainted
             if (tainted & found) - self.trusted
             or any(s in text and not self._own(s) for s in strings)
             or any(p in s and not self._own(p) for p in parts for s in strings)
         ]
 
-    def sources(self, args: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    def _named_from(self, tool: str, name: str, value: Any) -> list[int]:
+        """The tainted results holding, as a whole token, what an argument that names
+        something names (and no person gave)."""
+        if name not in self.naming.get(tool, ()):
+            return []
+        own = self.trusted | self._person_tokens
+        wanted = {t for t in named(value) if t not in own}
+        return [entry[0] for entry in self.tainted if wanted & entry[3]]
+
+    def _flows(self, tool: str, name: str, value: Any) -> list[int]:
+        return sorted({*self._from(value), *self._named_from(tool, str(name), value)})
+
+    def sources(self, args: Mapping[str, Any], tool: str = "") -> dict[str, dict[str, Any]]:
         """Where each argument's values came from: ``untrusted`` (the results named in
         ``from``), ``trusted`` (all of them a person gave), or ``model`` (neither)."""
         out: dict[str, dict[str, Any]] = {}
         for name, value in args.items():
-            seqs, found = self._from(value), values(value)
+            seqs, found = self._flows(tool, str(name), value), values(value)
             if seqs:
                 out[str(name)] = {"source": "untrusted", "from": seqs}
             elif found and found <= self.trusted:
@@ -193,7 +216,13 @@ class DataFlow(Rule):
     def check(self, call: Call) -> Violation | None:
         if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
             return None
-        sources = sorted({seq for value in call.args.values() for seq in self._from(value)})
+        sources = sorted(
+            {
+                seq
+                for name, value in call.args.items()
+                for seq in self._flows(call.tool, name, value)
+            }
+        )
         if sources:
             return Violation(
                 self.name,

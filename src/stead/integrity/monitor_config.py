@@ -56,6 +56,7 @@ def build_monitors(
     trusted_tools: Iterable[str] = (),
     read_tools: Iterable[str] = (),
     acting_tools: Iterable[str] = (),
+    naming: Mapping[str, Iterable[str]] | None = None,
     load: Callable[[str], Any] | None = None,
     tool_names: Iterable[str] | None = None,
     trusted: Iterable[str] = (),
@@ -125,6 +126,7 @@ def build_monitors(
                     trusted_text,
                     None if params.get("influence") == "off" else params.get("influence"),
                     params.get("answer") or "mark",
+                    naming,
                 )
             )
             continue

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SpecError
 from ..governance.gate import LEVELS, Verdict, effective_level, granted_approval
 from ..ids import new_id
-from ..integrity import drift
+from ..integrity import drift, identifiers
 from ..integrity.monitor_config import MonitorConfigError, build_monitors
 from ..integrity.monitors import Call, MonitorSet, Violation
 from ..journal import Event, Kind
@@ -54,6 +54,7 @@ def monitors_for(
                 for key in ((None,) if t.untrusted is True else t.untrusted or ())
             ],
             trusted_tools=[name for name, t in tools.items() if t.trusted],
+            naming=identifiers.of_tools((name, t.schema) for name, t in tools.items()),
             # a tool that names its untrusted fields is read by them, not whole
             read_tools=[
                 n for n, t in tools.items() if t.effect is Effect.READ_ONLY and t.untrusted is False
@@ -118,14 +119,14 @@ class Watch:
         if rule is not None:  # the latest compaction, perhaps older than the primed events
             rule.compacted(int((state.compaction or {}).get("through", 0)))
 
-    def taint_of(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def taint_of(self, args: Mapping[str, Any], tool: str = "") -> dict[str, Any]:
         """What a call's arguments owe to untrusted data, for the gate and the journal:
         each argument's source, the untrusted ones, and whether the decision was
         made while an untrusted result was in the model's view (``influenced``)."""
         rule = self.monitors.dataflow()
         if rule is None:
             return {"args": {}, "untrusted_args": [], "influenced": False}
-        sources = rule.sources(args)
+        sources = rule.sources(args, tool)
         influenced = bool(rule.influenced())
         untrusted = sorted(n for n, s in sources.items() if s["source"] == "untrusted")
         return {"args": sources, "untrusted_args": untrusted, "influenced": influenced}

@@ -1,0 +1,74 @@
+"""Arguments that name something: tracked by what they are, whatever their length.
+
+A value in :mod:`stead.values` must be long or distinctive to be followed (short
+numbers and words would connect everything to everything). An argument that
+*names* something is different: ``file_id: 13``, ``member: mallory``, ``role:
+admin`` act on exactly what they name, so a token an untrusted result put there
+matters however short it is. Which arguments name something comes from the tool's
+schema (an ``enum``; a ``format`` such as ``uuid`` or ``uri``) and the argument's
+name (its last word is an id, a key, a path, a handle, an account...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+NAMING_WORDS = frozenset(
+    {"id", "ids", "key", "keys", "path", "paths", "file", "files", "handle", "handles",
+     "user", "users", "username", "member", "members", "account", "accounts", "number",
+     "ref", "slug", "uuid", "role", "channel", "booking", "issue", "ticket", "order",
+     "invoice", "message", "repo", "repository", "branch"}
+)  # fmt: skip
+"""The last word of an argument's name that makes it name something."""
+
+NAMING_FORMATS = frozenset({"uuid", "uri", "iri", "email", "hostname", "idn-email"})
+
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.@:/+-]*", re.IGNORECASE)
+_WORD = re.compile(r"[a-z]+|[0-9]+")
+
+
+def naming_args(schema: Mapping[str, Any]) -> frozenset[str]:
+    """The arguments of a tool's JSON Schema that name something."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(props, Mapping):
+        return frozenset()
+    out = set()
+    for name, prop in props.items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        items = prop.get("items")
+        items = items if isinstance(items, Mapping) else {}
+        words = _WORD.findall(re.sub(r"(?<=[a-z])(?=[A-Z])", "_", str(name)).lower())
+        if (
+            "enum" in prop
+            or "enum" in items
+            or prop.get("format") in NAMING_FORMATS
+            or (words and words[-1] in NAMING_WORDS)
+        ):
+            out.add(str(name))
+    return frozenset(out)
+
+
+def tokens(text: str) -> set[str]:
+    """The whole tokens of ``text``, lowercased, with trailing punctuation dropped."""
+    return {t.rstrip(".:/-").lower() for t in _TOKEN.findall(text)} - {""}
+
+
+def named(value: Any) -> Iterator[str]:
+    """The tokens an argument's value names: itself, whole, for text and whole
+    numbers; each item's for a list."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int | str):
+        token = str(value).strip().rstrip(".").lower()
+        if token:
+            yield token
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from named(item)
+
+
+def of_tools(schemas: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, frozenset[str]]:
+    """Each tool's naming arguments, by tool name (tools with none left out)."""
+    return {name: found for name, schema in schemas if (found := naming_args(schema))}
