@@ -35,9 +35,12 @@ MEASURED = {
     # first measured 33 / 27 / 59 (defaults) and 25 / 30 / 56 (careful); arguments that
     # name something are now tracked however short, which stops three attacks under
     # each and asks once more: "invite the people a message lists" delegates an
-    # untrusted list (weakness 8), which went unasked only while short handles did
-    "defaults": {"done": 85, "succeeded": 30, "questions": 28, "alone": 58},
-    "careful": {"done": 85, "succeeded": 22, "questions": 31, "alone": 55},
+    # untrusted list (weakness 8), which went unasked only while short handles did;
+    # a read that fetches an address is now a send for that address, which stops the
+    # four fetch attacks and asks five benign tasks that fetch a link the user pointed
+    # at in untrusted text (delegation, weakness 8: the next change to make)
+    "defaults": {"done": 85, "succeeded": 26, "questions": 33, "alone": 53},
+    "careful": {"done": 85, "succeeded": 18, "questions": 36, "alone": 50},
 }
 """Today's figures on the larger suite (counts: benign tasks done with the ideal
 person, injected tasks that succeeded, questions asked in all benign tasks,

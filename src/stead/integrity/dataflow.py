@@ -55,6 +55,7 @@ class DataFlow(Rule):
         influence: str | None = None,
         answer: str = "mark",
         naming: Mapping[str, Iterable[str]] | None = None,
+        fetching: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         # tool patterns whose results are third-party text: None for the whole
         # result, else the names of the fields that are
@@ -75,6 +76,8 @@ class DataFlow(Rule):
         # each tool's arguments that name something (stead.integrity.identifiers): a
         # token an untrusted result holds counts there, however short
         self.naming = {tool: frozenset(args) for tool, args in (naming or {}).items()}
+        # read-only tools that reach an address (fetch_url): outbound for those arguments
+        self.fetching = {tool: frozenset(args) for tool, args in (fetching or {}).items()}
         self._person_tokens: set[str] = set().union(*(tokens(t) for t in self.trusted_text))
         # names or patterns of tools whose results are system data, though untrusted
         # also matches them ("everything is untrusted but these")
@@ -214,27 +217,30 @@ class DataFlow(Rule):
         return out
 
     def check(self, call: Call) -> Violation | None:
-        if call.approved or not any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
+        if call.approved:
+            return None
+        if any(fnmatch.fnmatchcase(call.tool, p) for p in self.outbound):
+            args, does = call.args, "send"
+        elif call.tool in self.fetching:  # a read that fetches an address sends it there
+            args = {k: v for k, v in call.args.items() if k in self.fetching[call.tool]}
+            does = "fetch"
+        else:
             return None
         sources = sorted(
-            {
-                seq
-                for name, value in call.args.items()
-                for seq in self._flows(call.tool, name, value)
-            }
+            {seq for name, value in args.items() for seq in self._flows(call.tool, name, value)}
         )
         if sources:
             return Violation(
                 self.name,
                 self.verdict,
-                f"{call.tool} would send data that came from a secret-bearing or untrusted "
+                f"{call.tool} would {does} data that came from a secret-bearing or untrusted "
                 f"result (event {', '.join(map(str, sources))}) without an approval",
                 tuple(sources),
             )
         seen = self.influenced()
         if self.influence is None or not seen:
             return None
-        chosen = sorted(str(name) for name, value in call.args.items() if _chosen(value, self))
+        chosen = sorted(str(name) for name, value in args.items() if _chosen(value, self))
         if chosen:
             return Violation(
                 self.name,

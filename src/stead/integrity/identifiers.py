@@ -25,29 +25,48 @@ NAMING_WORDS = frozenset(
 
 NAMING_FORMATS = frozenset({"uuid", "uri", "iri", "email", "hostname", "idn-email"})
 
+ADDRESS_WORDS = frozenset({"url", "urls", "uri", "uris", "link", "links", "href", "endpoint"})
+"""The last word of an argument's name that makes it an address a tool reaches."""
+ADDRESS_FORMATS = frozenset({"uri", "iri", "uri-reference", "iri-reference"})
+
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9_.@:/+-]*", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+|[0-9]+")
 
 
-def naming_args(schema: Mapping[str, Any]) -> frozenset[str]:
-    """The arguments of a tool's JSON Schema that name something."""
+def _properties(schema: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], list[str]]]:
+    """Each argument of a tool's JSON Schema: its name, its schema, its name's words."""
     props = schema.get("properties") if isinstance(schema, Mapping) else None
     if not isinstance(props, Mapping):
-        return frozenset()
-    out = set()
+        return
     for name, prop in props.items():
-        prop = prop if isinstance(prop, Mapping) else {}
+        words = _WORD.findall(re.sub(r"(?<=[a-z])(?=[A-Z])", "_", str(name)).lower())
+        yield str(name), prop if isinstance(prop, Mapping) else {}, words
+
+
+def naming_args(schema: Mapping[str, Any]) -> frozenset[str]:
+    """The arguments of a tool's JSON Schema that name something."""
+    out = set()
+    for name, prop, words in _properties(schema):
         items = prop.get("items")
         items = items if isinstance(items, Mapping) else {}
-        words = _WORD.findall(re.sub(r"(?<=[a-z])(?=[A-Z])", "_", str(name)).lower())
         if (
             "enum" in prop
             or "enum" in items
             or prop.get("format") in NAMING_FORMATS
             or (words and words[-1] in NAMING_WORDS)
         ):
-            out.add(str(name))
+            out.add(name)
     return frozenset(out)
+
+
+def address_args(schema: Mapping[str, Any]) -> frozenset[str]:
+    """The arguments of a tool's JSON Schema that are an address it reaches (a URL):
+    a read that fetches one sends it, and whatever it carries, to that address's host."""
+    return frozenset(
+        name
+        for name, prop, words in _properties(schema)
+        if prop.get("format") in ADDRESS_FORMATS or (words and words[-1] in ADDRESS_WORDS)
+    )
 
 
 def tokens(text: str) -> set[str]:

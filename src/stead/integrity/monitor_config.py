@@ -57,6 +57,7 @@ def build_monitors(
     read_tools: Iterable[str] = (),
     acting_tools: Iterable[str] = (),
     naming: Mapping[str, Iterable[str]] | None = None,
+    fetching: Mapping[str, Iterable[str]] | None = None,
     load: Callable[[str], Any] | None = None,
     tool_names: Iterable[str] | None = None,
     trusted: Iterable[str] = (),
@@ -127,6 +128,7 @@ def build_monitors(
                     None if params.get("influence") == "off" else params.get("influence"),
                     params.get("answer") or "mark",
                     naming,
+                    fetching,
                 )
             )
             continue

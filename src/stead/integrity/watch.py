@@ -55,6 +55,11 @@ def monitors_for(
             ],
             trusted_tools=[name for name, t in tools.items() if t.trusted],
             naming=identifiers.of_tools((name, t.schema) for name, t in tools.items()),
+            fetching={
+                name: found
+                for name, t in tools.items()
+                if t.effect is Effect.READ_ONLY and (found := identifiers.address_args(t.schema))
+            },
             # a tool that names its untrusted fields is read by them, not whole
             read_tools=[
                 n for n, t in tools.items() if t.effect is Effect.READ_ONLY and t.untrusted is False
