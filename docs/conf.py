@@ -26,7 +26,6 @@ exclude_patterns = ["_build", "images/*.md"]
 html_theme = "furo"
 html_title = f"stead {release}"
 html_static_path: list[str] = []
-html_extra_path = [str(site.extra_folder())]  # the spec's JSON Schema, at the site's root
 myst_heading_anchors = 4
 myst_enable_extensions = ["attrs_block"]
 autodoc_typehints = "description"
@@ -44,6 +43,12 @@ def _generated(
     return sorted(site.generated_docnames(Path(app.srcdir)))
 
 
+def _schema(app: Any, exception: Exception | None) -> None:
+    if exception is None and app.builder.format == "html":
+        site.write_schema(Path(app.outdir))
+
+
 def setup(app: Any) -> None:
+    app.connect("build-finished", _schema)
     app.connect("source-read", _fill)
     app.connect("env-get-outdated", _generated)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -60,13 +59,11 @@ def generated_docnames(source: Path) -> set[str]:
     }
 
 
-@cache
-def extra_folder() -> Path:
-    """Files copied to the site's root: the agent spec's JSON Schema."""
+def write_schema(folder: Path) -> None:
+    """Put the agent spec's JSON Schema at the site's root, beside its pages."""
     from stead.specschema import spec_schema
 
-    folder = Path(tempfile.mkdtemp(prefix="stead-docs-extra-"))
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "agent-spec.schema.json").write_text(
         json.dumps(spec_schema(), indent=2) + "\n", encoding="utf-8"
     )
-    return folder

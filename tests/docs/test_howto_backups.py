@@ -9,27 +9,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from .tutorial import Reader, reader_env
-
-HOWTO = Path(__file__).parents[2] / "docs" / "how-to"
-
-
-@pytest.fixture
-def reader(tmp_path: Path) -> Iterator[Reader]:
-    r = Reader(tmp_path, reader_env(tmp_path))
-    try:
-        yield r
-    finally:
-        r.close()
+from .tutorial import HOW_TO, Reader
 
 
 def test_backups(reader: Reader, tmp_path: Path) -> None:
-    reader.follow(HOWTO / "backups.md")
+    reader.follow(HOW_TO / "backups.md")
     with sqlite3.connect(tmp_path / "backup" / "stead.db") as db:
         (rows,) = db.execute("SELECT count(*) FROM events WHERE agent_id = 'notes'").fetchone()
     assert rows == 12  # the whole journal, copied while the store was open

@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 
-from .tutorial import Reader, reader_env
-
-HOWTO = Path(__file__).parents[2] / "docs" / "how-to"
+from .tutorial import HOW_TO, Reader, reader_env
 
 
 @pytest.fixture
@@ -37,7 +35,7 @@ def as_json(reader: Reader, command: str) -> Any:
 
 
 def test_keys_and_rotation(reader: Reader, tmp_path: Path) -> None:
-    reader.follow(HOWTO / "keys-and-rotation.md")
+    reader.follow(HOW_TO / "keys-and-rotation.md")
     # the agent left the old store and lives on in the new one, under the new key
     (old,) = as_json(reader, "stead --json ls")
     assert old["status"] == "moved"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import httpx
 
@@ -18,9 +17,9 @@ import stead
 from tests.needs import missing
 from tests.server.process import free_port
 
-from .tutorial import Reader
+from .tutorial import HOW_TO, Reader
 
-PAGE = Path(__file__).parents[2] / "docs" / "how-to" / "deploy-behind-a-proxy.md"
+PAGE = HOW_TO / "deploy-behind-a-proxy.md"
 
 
 def test_deploy_behind_a_proxy(reader: Reader) -> None:

@@ -10,24 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_call
 
-from .tutorial import LOCAL_MODEL, TUTORIALS, Reader, reader_env, tool_results
-
-
-@pytest.fixture
-def reader(tmp_path: Path) -> Iterator[Reader]:
-    r = Reader(tmp_path, reader_env(tmp_path))
-    try:
-        yield r
-    finally:
-        r.close()
+from .tutorial import LOCAL_MODEL, TUTORIALS, Reader, tool_results
 
 
 def rate_seen(body: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..canonical import dumps
 from ..journal import Event, Kind
@@ -17,9 +17,17 @@ from ..values import texts, values
 from .identifiers import named, tokens
 from .monitors import MIN_FLOW_CHARS, Call, Rule, Violation
 
-Entry = tuple[int, set[str], set[str], set[str]]
-"""A result that must not flow out: its seq, its long strings, its values, and its
-whole tokens (for arguments that name something, however short)."""
+
+class Entry(NamedTuple):
+    """A result that must not flow out."""
+
+    seq: int
+    strings: set[str]
+    """Its lines long enough to trace."""
+    values: set[str]
+    tokens: set[str]
+    """Its whole tokens, for arguments that name something, however short (empty
+    when no tool has such an argument)."""
 
 
 class DataFlow(Rule):
@@ -126,8 +134,10 @@ class DataFlow(Rule):
 
     def _entry(self, ev: Event) -> Entry:
         part = self._untrusted_part(ev.data)
-        words = set().union(*(tokens(t) for t in texts(part, numbers=True)))
-        return ev.seq, set(_strings(part)), values(part), words
+        words = (
+            set().union(*(tokens(t) for t in texts(part, numbers=True))) if self.naming else set()
+        )
+        return Entry(ev.seq, set(_strings(part)), values(part), words)
 
     def observe(self, ev: Event) -> Violation | None:
         d = ev.data
@@ -150,7 +160,7 @@ class DataFlow(Rule):
     def resume(self, earlier: Iterable[Event], trusted: Iterable[str] = ()) -> None:
         """Take back tainted results older than the events this rule was primed with,
         and the values people gave before then (as the state keeps them)."""
-        seen = {entry[0] for entry in self.tainted}
+        seen = {entry.seq for entry in self.tainted}
         older = [self._entry(ev) for ev in earlier if ev.seq not in seen and self.taints(ev.data)]
         self.tainted = [*older, *self.tainted][-TAINTED_KEPT:]
         self.trusted |= set(trusted)
@@ -164,9 +174,9 @@ class DataFlow(Rule):
         those its context showed, and any newer than the latest compaction (a
         conversation shows every turn since)."""
         return tuple(
-            entry[0]
+            entry.seq
             for entry in self.tainted
-            if entry[0] in self._in_view or entry[0] > self._through
+            if entry.seq in self._in_view or entry.seq > self._through
         )
 
     def _own(self, text: str) -> bool:
@@ -195,14 +205,13 @@ class DataFlow(Rule):
         something names (and no person gave)."""
         if name not in self.naming.get(tool, ()):
             return []
-        own = self.trusted | self._person_tokens
-        wanted = {t for t in named(value) if t not in own}
-        return [entry[0] for entry in self.tainted if wanted & entry[3]]
+        wanted = {t for t in named(value) if t not in self.trusted and t not in self._person_tokens}
+        return [entry.seq for entry in self.tainted if wanted & entry.tokens] if wanted else []
 
     def _flows(self, tool: str, name: str, value: Any) -> list[int]:
         return sorted({*self._from(value), *self._named_from(tool, str(name), value)})
 
-    def sources(self, args: Mapping[str, Any], tool: str = "") -> dict[str, dict[str, Any]]:
+    def sources(self, tool: str, args: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Where each argument's values came from: ``untrusted`` (the results named in
         ``from``), ``trusted`` (all of them a person gave), or ``model`` (neither)."""
         out: dict[str, dict[str, Any]] = {}

@@ -12,8 +12,11 @@ name (its last word is an id, a key, a path, a handle, an account...).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..tools.base import Tool
 
 NAMING_WORDS = frozenset(
     {"id", "ids", "key", "keys", "path", "paths", "file", "files", "handle", "handles",
@@ -88,6 +91,9 @@ def named(value: Any) -> Iterator[str]:
             yield from named(item)
 
 
-def of_tools(schemas: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, frozenset[str]]:
-    """Each tool's naming arguments, by tool name (tools with none left out)."""
-    return {name: found for name, schema in schemas if (found := naming_args(schema))}
+def of_tools(
+    tools: Iterable[tuple[str, Tool]], pick: Callable[[Mapping[str, Any]], frozenset[str]]
+) -> dict[str, frozenset[str]]:
+    """The arguments ``pick`` finds in each tool's schema (:func:`naming_args`,
+    :func:`address_args`), by tool name; tools with none are left out."""
+    return {name: found for name, tool in tools if (found := pick(tool.schema))}

@@ -54,12 +54,12 @@ def monitors_for(
                 for key in ((None,) if t.untrusted is True else t.untrusted or ())
             ],
             trusted_tools=[name for name, t in tools.items() if t.trusted],
-            naming=identifiers.of_tools((name, t.schema) for name, t in tools.items()),
-            fetching={
-                name: found
-                for name, t in tools.items()
-                if t.effect is Effect.READ_ONLY and (found := identifiers.address_args(t.schema))
-            },
+            naming=identifiers.of_tools(tools.items(), identifiers.naming_args),
+            # a read that fetches an address sends it there
+            fetching=identifiers.of_tools(
+                [(n, t) for n, t in tools.items() if t.effect is Effect.READ_ONLY],
+                identifiers.address_args,
+            ),
             # a tool that names its untrusted fields is read by them, not whole
             read_tools=[
                 n for n, t in tools.items() if t.effect is Effect.READ_ONLY and t.untrusted is False
@@ -124,14 +124,14 @@ class Watch:
         if rule is not None:  # the latest compaction, perhaps older than the primed events
             rule.compacted(int((state.compaction or {}).get("through", 0)))
 
-    def taint_of(self, args: Mapping[str, Any], tool: str = "") -> dict[str, Any]:
+    def taint_of(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """What a call's arguments owe to untrusted data, for the gate and the journal:
         each argument's source, the untrusted ones, and whether the decision was
         made while an untrusted result was in the model's view (``influenced``)."""
         rule = self.monitors.dataflow()
         if rule is None:
             return {"args": {}, "untrusted_args": [], "influenced": False}
-        sources = rule.sources(args, tool)
+        sources = rule.sources(tool, args)
         influenced = bool(rule.influenced())
         untrusted = sorted(n for n, s in sources.items() if s["source"] == "untrusted")
         return {"args": sources, "untrusted_args": untrusted, "influenced": influenced}

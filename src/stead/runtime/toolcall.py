@@ -62,7 +62,7 @@ def _run_tool(
         return
     # provenance: the decision the call came from, the results that fed it
     inflight = act.state.inflight or {}
-    taint = act.watch.taint_of(args, name) if act.watch is not None else {}
+    taint = act.watch.taint_of(name, args) if act.watch is not None else {}
     origin: dict[str, Any] = {
         "provenance": {
             "decision": inflight.get("seq") if index >= 0 else None,

@@ -67,7 +67,7 @@ def shown(url: str) -> str:
 
 def _peek_sqlite(path: Path) -> SchemaInfo | None:
     from .sqlite_migrations import MIGRATIONS
-    from .sqlite_open import BUSY_TIMEOUT_MS, read_history
+    from .sqlite_open import BUSY_TIMEOUT_MS, read_history, recorded_version
 
     if not path.is_file():
         return None  # connecting would make the file
@@ -75,13 +75,10 @@ def _peek_sqlite(path: Path) -> SchemaInfo | None:
         # a plain connection, not a read-only one: that would leave -wal and -shm behind
         db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
         try:
-            found = db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-            ).fetchone()
-            if found is None:
+            version = recorded_version(db)
+            if version is None:
                 return None
-            version = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-            return SchemaInfo(int(version.fetchone()[0]), len(MIGRATIONS), read_history(db))
+            return SchemaInfo(version, len(MIGRATIONS), read_history(db))
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
@@ -102,7 +99,7 @@ def _peek_postgres(url: str) -> SchemaInfo | None:
                 return None
             return SchemaInfo(version, len(MIGRATIONS), read_history(db))
     except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = postgres_url.reason(exc)
         raise StoreUnusable(
             f"cannot read the PostgreSQL store {target.where}: {reason}; check that the "
             "server runs and can be reached"

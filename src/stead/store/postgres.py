@@ -162,7 +162,7 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     # -- plumbing -------------------------------------------------------------
 
     def _failed(self, exc: psycopg.Error) -> StoreError:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = postgres_url.reason(exc)
         if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
             return StoreUnusable(
                 f"the PostgreSQL store {self.where} ended a transaction of this worker's "

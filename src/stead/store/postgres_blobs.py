@@ -86,7 +86,7 @@ class PostgresBlobs:
             with self._opened().connection() as db:
                 yield db
         except psycopg.OperationalError as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = postgres_url.reason(exc)
             raise StoreUnusable(
                 f"the PostgreSQL blob store {self.where} cannot be used: {reason}; check "
                 "that the server runs and can be reached (--blobs), then retry"

@@ -111,3 +111,9 @@ def parse(url: str) -> Target:
     if schema is not None:
         where += f"?schema={schema}"
     return Target(conninfo, schema, pool_max, where)
+
+
+def reason(exc: BaseException) -> str:
+    """What a driver error says, on one line: its first line, or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -68,13 +68,23 @@ def connect(path: str | Path, create: bool) -> sqlite3.Connection:
     return db
 
 
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
+
+
+def recorded_version(db: sqlite3.Connection) -> int | None:
+    """The schema version the database records (None: it has no stead schema)."""
+    if not _has_table(db, "schema_migrations"):
+        return None
+    row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+    return int(row[0])
+
+
 def _refuse_newer(db: sqlite3.Connection, where: Path, create: bool) -> None:
-    has_table = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ).fetchone()
-    if has_table:
-        row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-        _check_version(db, int(row.fetchone()[0]), where)
+    version = recorded_version(db)
+    if version is not None:
+        _check_version(db, version, where)
         return
     other = db.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 1").fetchone()
     if other is None and not create:  # an empty file: a read command makes no store of it
@@ -90,10 +100,7 @@ def _refuse_newer(db: sqlite3.Connection, where: Path, create: bool) -> None:
 def read_history(db: sqlite3.Connection) -> list[history.HistoryEntry]:
     """The store's history (:mod:`stead.store.history`), read without writing; empty
     for a store made before it was kept."""
-    found = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_history'"
-    ).fetchone()
-    return history.read(db) if found else []
+    return history.read(db) if _has_table(db, "store_history") else []
 
 
 def _check_version(db: sqlite3.Connection, current: int, where: Path) -> None:
