@@ -30,6 +30,7 @@ class Kind(enum.StrEnum):
     ANSWER_REFUSED = "answer_refused"
     CONTEXT_COMPACTED = "context_compacted"
     RESULT_READ = "result_read"
+    QUERY_ANSWERED = "query_answered"
     MODEL_CHANGED = "model_changed"
     TOOL_INTENT = "tool_intent"
     TOOL_RESULT = "tool_result"

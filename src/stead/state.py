@@ -211,7 +211,8 @@ def apply_in_place(s: State, ev: Event) -> State:
                 "tool": d["tool"],
                 "args": d["args"],
                 "ok": d["ok"],
-                "output": d.get("output"),
+                # what the model was shown: hidden parts as handles (stead.integrity.handles)
+                "output": d["shown"] if "shown" in d else d.get("output"),
                 "error": d.get("error"),
                 "seq": ev.seq,  # for provenance: which result a later call drew on
             },
@@ -283,6 +284,10 @@ def apply_in_place(s: State, ev: Event) -> State:
             s.waiting_for = None
         if d["status"] != "needs_attention":
             s.suspended_wait = None  # set explicitly: no wait to go back to
+    elif k == Kind.QUERY_ANSWERED:
+        s.inflight = advance(s.inflight, d)
+        if d.get("ok"):  # a reader's answer keeps the hidden text's origin past a restart
+            s.tainted = [*s.tainted, ev.seq][-TAINTED_KEPT:]
     elif k in KIND_FOLDS:
         KIND_FOLDS[k](s, d, ev)
     # WORKSPACE_RESTORED and RECONCILED are records only: the manifest they

@@ -28,6 +28,9 @@ class Entry(NamedTuple):
     tokens: set[str]
     """Its whole tokens, for arguments that name something, however short (empty
     when no tool has such an argument)."""
+    steers: bool = True
+    """Whether the model read it: a result hidden as handles, or a quarantined
+    query's constrained answer, cannot steer the model's choices."""
 
 
 class DataFlow(Rule):
@@ -49,8 +52,8 @@ class DataFlow(Rule):
 
     name = "dataflow"
     kinds = frozenset({Kind.TOOL_RESULT, Kind.INPUT_RECEIVED, Kind.APPROVAL_REQUESTED,
-                       Kind.APPROVAL_GRANTED, Kind.DECISION,
-                       Kind.CONTEXT_COMPACTED})  # fmt: skip
+                       Kind.APPROVAL_GRANTED, Kind.DECISION, Kind.CONTEXT_COMPACTED,
+                       Kind.QUERY_ANSWERED})  # fmt: skip
 
     def __init__(
         self,
@@ -64,6 +67,7 @@ class DataFlow(Rule):
         answer: str = "mark",
         naming: Mapping[str, Iterable[str]] | None = None,
         fetching: Mapping[str, Iterable[str]] | None = None,
+        hide: Iterable[str] = (),
     ) -> None:
         # tool patterns whose results are third-party text: None for the whole
         # result, else the names of the fields that are
@@ -90,6 +94,8 @@ class DataFlow(Rule):
         # names or patterns of tools whose results are system data, though untrusted
         # also matches them ("everything is untrusted but these")
         self.trusted_tools = sorted(set(trusted_tools))
+        # tools whose untrusted results the model is shown as handles (stead.integrity.handles)
+        self.hide = sorted(set(hide))
         self.tainted: list[Entry] = []
         self._asked: dict[str, set[str]] = {}  # approval id -> its call's values
         self._in_view: set[int] = set()  # the results the latest decision's context showed
@@ -110,6 +116,16 @@ class DataFlow(Rule):
                     return None
                 found |= keys
         return found
+
+    def hidden_fields(self, tool: str, data: Mapping[str, Any]) -> tuple[bool, set[str] | None]:
+        """Whether a result (its event data, before it is journaled) is to be hidden
+        from the model, and what of it: the whole (None) or its untrusted fields."""
+        if not data.get("ok") or not any(fnmatch.fnmatchcase(tool, p) for p in self.hide):
+            return False, set()
+        keys = self.fields_of(tool)
+        if keys is None or "[secret:" in dumps(data.get("output")):
+            return True, None
+        return bool(keys), keys
 
     def _untrusted_part(self, data: Mapping[str, Any]) -> Any:
         """What of a result (its event data) must not flow out, or None."""
@@ -133,15 +149,24 @@ class DataFlow(Rule):
         return part is not None and (any(True for _ in _strings(part)) or bool(values(part)))
 
     def _entry(self, ev: Event) -> Entry:
-        part = self._untrusted_part(ev.data)
+        if ev.kind == Kind.QUERY_ANSWERED:
+            # a constrained answer about hidden text: its values keep the text's origin
+            part, steers = ev.data.get("answer"), False
+        else:
+            part, steers = self._untrusted_part(ev.data), "hidden" not in ev.data
         words = (
             set().union(*(tokens(t) for t in texts(part, numbers=True))) if self.naming else set()
         )
-        return Entry(ev.seq, set(_strings(part)), values(part), words)
+        return Entry(ev.seq, set(_strings(part)), values(part), words, steers)
+
+    def _tainting(self, ev: Event) -> bool:
+        if ev.kind == Kind.QUERY_ANSWERED:
+            return bool(ev.data.get("ok"))
+        return ev.kind == Kind.TOOL_RESULT and self.taints(ev.data)
 
     def observe(self, ev: Event) -> Violation | None:
         d = ev.data
-        if ev.kind == Kind.TOOL_RESULT and self.taints(d):
+        if self._tainting(ev):
             self.tainted = [*self.tainted, self._entry(ev)][-TAINTED_KEPT:]
         elif ev.kind == Kind.DECISION:
             self._in_view = {int(s) for s in d.get("context_events") or []}
@@ -161,7 +186,7 @@ class DataFlow(Rule):
         """Take back tainted results older than the events this rule was primed with,
         and the values people gave before then (as the state keeps them)."""
         seen = {entry.seq for entry in self.tainted}
-        older = [self._entry(ev) for ev in earlier if ev.seq not in seen and self.taints(ev.data)]
+        older = [self._entry(ev) for ev in earlier if ev.seq not in seen and self._tainting(ev)]
         self.tainted = [*older, *self.tainted][-TAINTED_KEPT:]
         self.trusted |= set(trusted)
 
@@ -176,7 +201,7 @@ class DataFlow(Rule):
         return tuple(
             entry.seq
             for entry in self.tainted
-            if entry.seq in self._in_view or entry.seq > self._through
+            if entry.steers and (entry.seq in self._in_view or entry.seq > self._through)
         )
 
     def _own(self, text: str) -> bool:
@@ -194,7 +219,7 @@ class DataFlow(Rule):
         parts, found = set(_strings(value)), values(value)
         return [
             seq
-            for seq, strings, tainted, _ in self.tainted
+            for seq, strings, tainted, *_ in self.tainted
             if (tainted & found) - self.trusted
             or any(s in text and not self._own(s) for s in strings)
             or any(p in s and not self._own(p) for p in parts for s in strings)

@@ -34,7 +34,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "loop": ("repeat",),
     "error_streak": ("errors",),
     "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
-    "dataflow": ("outbound", "untrusted", "trusted", "verdict", "influence", "answer"),
+    "dataflow": ("outbound", "untrusted", "trusted", "verdict", "influence", "answer", "hide"),
     "probing": ("refusals", "window"),
     "drift": (
         "baseline_sessions",
@@ -129,6 +129,7 @@ def build_monitors(
                     params.get("answer") or "mark",
                     naming,
                     fetching,
+                    params.get("hide") or (),
                 )
             )
             continue
@@ -156,7 +157,7 @@ gives). A spec's ``dataflow`` section overrides them one by one;
 
 _COUNTS = ("repeat", "errors", "tool_calls", "steps", "tokens", "refusals", "baseline_sessions",
            "min_steps")  # fmt: skip
-_NAMES = ("outbound", "untrusted", "trusted")
+_NAMES = ("outbound", "untrusted", "trusted", "hide")
 _CHOICES = {
     "verdict": ("ask", "block"),
     "influence": ("ask", "block", "off"),
@@ -188,6 +189,7 @@ _SETTING_HELP = {
     "outbound": "Tools (names or patterns) whose arguments carry data out.",
     "untrusted": "Tools (or TOOL.FIELD) whose results are untrusted text.",
     "trusted": "Tools whose results are system data, never untrusted.",
+    "hide": "Tools whose untrusted results the model is shown as handles, never as text.",
     "verdict": "What a flow gets: ask a person, or block it.",
     "influence": "An outbound call chosen while untrusted text was in view: ask, block or off.",
     "answer": "What the model is told of untrusted text: mark it, or ask.",

@@ -18,6 +18,7 @@ from ..errors import SpecError
 from ..governance.gate import LEVELS, Verdict, effective_level, granted_approval
 from ..ids import new_id
 from ..integrity import drift, identifiers
+from ..integrity.handles import hide
 from ..integrity.monitor_config import MonitorConfigError, build_monitors
 from ..integrity.monitors import Call, MonitorSet, Violation
 from ..journal import Event, Kind
@@ -174,6 +175,19 @@ class Watch:
             "the spec asks that a person sees such an answer first"
         )
         return seen, (call, Verdict("ask", reason, effective_level(state, "finish"), version))
+
+    def hiding(self, tool: str, result: Mapping[str, Any], seq: int) -> dict[str, Any]:
+        """What to journal beside a result the model is not to read (the spec's
+        ``hide``): which part is hidden, and what the model is shown in its place
+        (:func:`stead.integrity.handles.hide`); nothing for any other result."""
+        rule = self.monitors.dataflow()
+        if rule is None:
+            return {}
+        hidden, fields = rule.hidden_fields(tool, {"tool": tool, **result})
+        if not hidden:
+            return {}
+        shown, _ = hide(result.get("output"), fields, seq)
+        return {"hidden": {"fields": None if fields is None else sorted(fields)}, "shown": shown}
 
     def taints(self, result: Mapping[str, Any]) -> bool:
         """Whether a tool result is one the data-flow rule must not let flow out."""

@@ -118,8 +118,20 @@ ACTION_TOOLS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     },
+    "query": {
+        "description": "Ask a question about untrusted text hidden from you as a handle "
+        "($hN): a reader that sees only that text answers in the form your JSON Schema "
+        "allows (a boolean, a number, an enum, a date, an address, a link, or a list of them).",
+        "parameters": {
+            "type": "object",
+            "properties": {"handle": _TEXT, "question": _TEXT, "schema": {"type": "object"}},
+            "required": ["handle", "question", "schema"],
+            "additionalProperties": False,
+        },
+    },
 }
-"""The runtime's own actions, offered to a model as tools (no agent tool may share a name)."""
+"""The runtime's own actions, offered to a model as tools (no agent tool may share a name);
+``query`` only to an agent whose spec hides results (:mod:`stead.integrity.handles`)."""
 
 _SHORT = {"send_message": "message"}
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -171,7 +183,9 @@ def offered_tools(context: RenderedContext) -> list[ToolSpec]:
         for t in context.tools
     ]
     return own + [
-        ToolSpec(name, a["description"], a["parameters"]) for name, a in ACTION_TOOLS.items()
+        ToolSpec(name, a["description"], a["parameters"])
+        for name, a in ACTION_TOOLS.items()
+        if name != "query" or context.hiding
     ]
 
 

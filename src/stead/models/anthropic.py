@@ -16,7 +16,7 @@ from ..errors import InvalidAnswer
 from . import sse
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
-from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel, count
+from .provider import SYSTEM_PROMPT, ProviderModel, count
 
 API_VERSION = "2023-06-01"
 
@@ -54,11 +54,11 @@ class AnthropicModel(ProviderModel):
             body["temperature"] = min(self.options.temperature, 1.0)
         return body
 
-    def summary_request(self, text: str) -> dict[str, Any]:
+    def side_request(self, system: str, text: str) -> dict[str, Any]:
         return {
             "model": self.options.name,
             "max_tokens": self.options.max_tokens,
-            "system": SUMMARY_PROMPT,
+            "system": system,
             "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
         }
 

@@ -53,6 +53,7 @@ ACTION_TYPES = (
     "message",
     "delegate",
     "read_result",
+    "query",
     *ESCALATIONS,
 )
 
@@ -75,6 +76,8 @@ class RenderedContext:
     messages: tuple[Turn, ...] = ()
     size: int = 0
     """The characters of the canonical JSON the hash was taken over (a size estimate)."""
+    hiding: bool = False
+    """Some results are hidden from the model as handles: it is offered ``query``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +176,21 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
         ):
             raise ScriptError(f"{where}: 'read_result' takes {{call: CALL_ID, offset: CHARACTERS}}")
         return {"type": "read_result", "call": value["call"], "offset": offset}
+    if key == "query":
+        if (
+            not isinstance(value, Mapping)
+            or not isinstance(value.get("handle"), str)
+            or not isinstance(value.get("schema"), Mapping)
+        ):
+            raise ScriptError(
+                f"{where}: 'query' takes {{handle: $hN, question: TEXT, schema: JSON_SCHEMA}}"
+            )
+        return {
+            "type": "query",
+            "handle": value["handle"],
+            "question": str(value.get("question", "")),
+            "schema": dict(value["schema"]),
+        }
     if key == "message":
         if not isinstance(value, Mapping) or not isinstance(value.get("to"), str):
             raise ScriptError(f"{where}: 'message' takes {{to: AGENT_ID, text: TEXT}}")
@@ -243,6 +261,8 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
         return {kind: {k: item.get(k) for k in ("to", "text", "kind") if k in item}}
     if kind == "read_result":
         return {kind: {k: item[k] for k in ("call", "offset") if k in item}}
+    if kind == "query":
+        return {kind: {k: item[k] for k in ("handle", "question", "schema") if k in item}}
     if kind == "delegate":
         narrow = item.get("narrow") or {}
         return {kind: {**narrow, "to": item.get("to"), "grant": item.get("grant")}}

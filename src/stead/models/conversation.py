@@ -97,6 +97,7 @@ def call_of(action: Mapping[str, Any], call_id: str) -> Call:
         "wait": ("seconds", "until", "reason"),
         "delegate": ("to", "grant", "narrow"),
         "read_result": ("call", "offset"),
+        "query": ("handle", "question", "schema"),
     }.get(kind)
     if fields is None:  # an escalation: never offered, shown as what it asked
         return Call(call_id, kind, {"request": action.get("request")})
@@ -112,7 +113,7 @@ def read_on(call: str, offset: int, more: int) -> str:
 def _output_text(d: Mapping[str, Any], call: str) -> tuple[str, bool]:
     if not d.get("ok"):
         return str(d.get("error") or "failed"), True
-    output = d.get("output")
+    output = d["shown"] if "shown" in d else d.get("output")  # hidden parts as handles
     text = output if isinstance(output, str) else dumps(output)
     if len(text) > RESULT_CAP:
         text = text[:RESULT_CAP] + read_on(call, RESULT_CAP, len(text) - RESULT_CAP)
@@ -267,6 +268,11 @@ _OUTCOMES: dict[str, Any] = {
     Kind.APPROVAL_REQUESTED: lambda d: ("held for a person's approval; the result follows", False),
     Kind.PROPOSAL_RECORDED: lambda d: ("recorded as a proposal for a person to accept", False),
     Kind.RESULT_READ: lambda d: (str(d.get("text", "")), False),
+    Kind.QUERY_ANSWERED: lambda d: (
+        (dumps({"answer": d.get("answer")}), False)
+        if d.get("ok")
+        else (str(d.get("error") or "the query failed"), True)
+    ),
     Kind.OUTCOME_UNKNOWN: lambda d: (
         f"its outcome is unknown (the worker stopped during it); a person will say: "
         f"{d.get('reason', '')}",

@@ -14,7 +14,7 @@ from ..errors import InvalidAnswer
 from . import sse
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
-from .provider import SUMMARY_PROMPT, SYSTEM_PROMPT, ProviderModel, count
+from .provider import SYSTEM_PROMPT, ProviderModel, count
 
 
 class OpenAIModel(ProviderModel):
@@ -53,11 +53,11 @@ class OpenAIModel(ProviderModel):
         official = self.options.base_url.startswith("https://api.openai.com/")
         return "max_completion_tokens" if official else "max_tokens"
 
-    def summary_request(self, text: str) -> dict[str, Any]:
+    def side_request(self, system: str, text: str) -> dict[str, Any]:
         return {
             "model": self.options.name,
             "messages": [
-                {"role": "system", "content": SUMMARY_PROMPT},
+                {"role": "system", "content": system},
                 {"role": "user", "content": text},
             ],
             self._max_key(): self.options.max_tokens,

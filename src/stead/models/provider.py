@@ -132,7 +132,9 @@ class ProviderModel:
     def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def summary_request(self, text: str) -> dict[str, Any]:
+    def side_request(self, system: str, text: str) -> dict[str, Any]:
+        """A request with no tools and nothing of the run: ``system`` then ``text``
+        (a compaction's summary, a quarantined query)."""
         raise NotImplementedError
 
     def read_answer(self, body: Any) -> tuple[list[ToolCall], str, dict[str, int]]:
@@ -211,12 +213,23 @@ class ProviderModel:
         model or of its summarizer."""
         if self.summarizer is not None:
             return self.summarizer.summarize(text)
+        summary = self.ask_aside(SUMMARY_PROMPT, text)
+        if not summary.text:
+            raise ModelError(
+                f"{self.service} gave no summary to compact the conversation with",
+                attempts=list(summary.attempts),
+            )
+        return summary
+
+    def ask_aside(self, system: str, text: str) -> Summary:
+        """This model's words on ``text`` under ``system``, asked apart from the run
+        (no tools, no conversation): empty when it gave none."""
         kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
         exchange = post_json(
             self._client,
             self.endpoint(),
             self.headers(),
-            self.summary_request(text),
+            self.side_request(system, text),
             service=f"{self.service} at {self.options.base_url}",
             max_retries=self.options.max_retries,
             rng=self._rng,
@@ -224,15 +237,10 @@ class ProviderModel:
             **kwargs,
         )
         try:
-            _, summary, tokens = self.read_answer(exchange.body)
+            _, words, tokens = self.read_answer(exchange.body)
         except (InvalidAnswer, KeyError, IndexError, TypeError, ValueError, AttributeError):
-            summary, tokens = "", {}
-        if not summary.strip():
-            raise ModelError(
-                f"{self.service} gave no summary to compact the conversation with",
-                attempts=exchange.attempts,
-            )
-        return Summary(summary.strip(), self.usage(tokens), tuple(exchange.attempts), self.name)
+            words, tokens = "", {}
+        return Summary(words.strip(), self.usage(tokens), tuple(exchange.attempts), self.name)
 
     # -- the decision ---------------------------------------------------------------
 
@@ -327,7 +335,8 @@ class ProviderModel:
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """A compaction's summary, what it cost and the requests it took."""
+    """A model's words asked apart from the run (a compaction's summary, a
+    quarantined query's answer), what they cost and the requests they took."""
 
     text: str
     usage: dict[str, float]

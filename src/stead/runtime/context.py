@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..canonical import dumps, sha256_hex
+from ..integrity.handles import hides
 from ..journal import Event
 from ..models.base import RenderedContext
 from ..models.conversation import Transcript, status_text
@@ -54,6 +55,10 @@ class Renderer:
             for t in sorted(tools.values(), key=lambda t: t.name)
         ]
         self._schemas_json = dumps(self.schemas)
+        # offered the query action: part of what the model is shown, so of the hash
+        self.hiding = hides(spec)
+        self._actions = '"actions":["query"],' if self.hiding else ""
+
         self._lines: dict[str, str] = {}
 
     def _line(self, c: Mapping[str, Any]) -> str:
@@ -117,9 +122,13 @@ class Renderer:
         ]
         text = "\n".join(lines) + "\n"
         # the canonical JSON of {"text": text, "tools": schemas}, built from parts
-        hashed = f'{{"text":{dumps(text)},"tools":{self._schemas_json}}}'
+        hashed = f'{{{self._actions}"text":{dumps(text)},"tools":{self._schemas_json}}}'
         return RenderedContext(
-            text=text, hash=sha256_hex(hashed), step=state.decisions, tools=self.schemas
+            text=text,
+            hash=sha256_hex(hashed),
+            step=state.decisions,
+            tools=self.schemas,
+            hiding=self.hiding,
         )
 
     def _conversation(self, state: State) -> RenderedContext:
@@ -128,7 +137,10 @@ class Renderer:
         system = f"# Agent {self.spec['name']}\n\n## Instructions\n{system}\n"
         messages = tuple(self.transcript.messages(status_text(self.spec, state)))
         body = "[" + ",".join(m.encoded for m in messages) + "]"  # each turn encoded once
-        hashed = f'{{"messages":{body},"system":{dumps(system)},"tools":{self._schemas_json}}}'
+        hashed = (
+            f'{{{self._actions}"messages":{body},"system":{dumps(system)},'
+            f'"tools":{self._schemas_json}}}'
+        )
         return RenderedContext(
             text="",
             hash=sha256_hex(hashed),
@@ -137,6 +149,7 @@ class Renderer:
             system=system,
             messages=messages,
             size=len(hashed),
+            hiding=self.hiding,
         )
 
 

@@ -160,6 +160,8 @@ class Governor:
                 **({"monitors": list(findings)} if findings else {}),
                 # what fed the arguments, for the person asked (stead.integrity.inbox)
                 **({"provenance": call["provenance"]} if "provenance" in call else {}),
+                # which arguments were handles the runtime put the hidden values into
+                **({"handles": call["handles"]} if "handles" in call else {}),
             )
             act.flush()  # the agent now waits, durably, holding nothing
 

@@ -25,6 +25,7 @@ from ..models.conversation import RESULT_CAP, read_on
 from ..models.speech import WHY_CAP, spoken
 from .compaction import compact
 from .governed import is_escalation
+from .hidden import answer_query
 from .toolcall import run_tool
 
 if TYPE_CHECKING:
@@ -283,6 +284,8 @@ def execute_inflight(act: Activation) -> None:
             send(act, index, action)
         elif kind == "read_result":
             read_result(act, index, action)
+        elif kind == "query":
+            answer_query(act, index, action)
         if act.state.status == "waiting" and act.state.waiting_for == "approval":
             return  # the step goes on from this action once a person has answered
         if act.state.status == "needs_attention":

@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SecretError
+from ..errors import InvalidAnswer, SecretError
 from ..governance.gate import granted_approval
 from ..governance.grants import network_grant
 from ..integrity.monitors import Call, Violation
 from ..journal import Kind
 from ..tools.base import Effect, Tool, describe_failure, jsonable
+from .hidden import with_values
 from .limits import settle_workspace
 
 if TYPE_CHECKING:
@@ -51,6 +52,13 @@ def _run_tool(
     rerun = call_id in act.state.pending
     t = act.tools.get(name)
     result_of = {"action": index, "call_id": call_id, "tool": name, "args": args}
+    try:  # handles the model passed stand for the hidden values they name
+        args, handles = with_values(act, args)
+    except InvalidAnswer as exc:
+        act.emit(Kind.TOOL_RESULT, **result_of, ok=False, error=str(exc))
+        return
+    if handles:  # the person, the gate and the monitors see the values themselves
+        result_of |= {"args": args, "handles": handles}
     if t is None:
         act.emit(
             Kind.TOOL_RESULT,
@@ -151,6 +159,8 @@ def _run_tool(
     result, delta = settle_workspace(act, t, result)
     if rerun:
         origin = {}  # recorded with its intent
+    if act.watch is not None:  # a result the model must not read is shown as handles
+        result |= act.watch.hiding(name, result, act.state.version + 1)
     act.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown, **origin)
     if unset:
         # not the model's mistake: stop, so a person fixes the vault and resumes
