@@ -31,6 +31,7 @@ class Kind(enum.StrEnum):
     CONTEXT_COMPACTED = "context_compacted"
     RESULT_READ = "result_read"
     QUERY_ANSWERED = "query_answered"
+    FLOW_ALLOWED = "flow_allowed"
     MODEL_CHANGED = "model_changed"
     TOOL_INTENT = "tool_intent"
     TOOL_RESULT = "tool_result"

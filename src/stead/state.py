@@ -97,6 +97,10 @@ class State:
     # values a person gave (their messages, the calls they approved): trusted where
     # they also appear in untrusted data (stead.values), the latest folds.TRUSTED_KEPT
     trusted_values: list[str] = field(default_factory=list)
+    # the latest results of system data with records a person may point at (their seqs)
+    system_results: list[int] = field(default_factory=list)
+    # the flows the user's task asks for (allow_flow), by id, with their uses spent
+    flows_allowed: dict[str, dict[str, Any]] = field(default_factory=dict)
     failed_last: list[int] = field(default_factory=list)
     # what the agent waited for when a monitor suspended it, to wait again once cleared
     suspended_wait: dict[str, Any] | None = None
@@ -143,6 +147,14 @@ def _remember_call(s: State, summary: dict[str, Any]) -> None:
     summary = {**summary, "args": clip(summary.get("args")), "output": clip(summary.get("output"))}
     s.recent_calls = [*s.recent_calls, summary][-RECENT_CALLS:]
     s.calls_total += 1
+
+
+def _use_allowance(s: State, d: Mapping[str, Any]) -> None:
+    """A call an allowance let its untrusted values into spends one of its uses."""
+    used = (d.get("provenance") or {}).get("allowed_by")
+    held = s.flows_allowed.get(str(used)) if used else None
+    if held is not None:
+        s.flows_allowed = {**s.flows_allowed, str(used): {**held, "used": held["used"] + 1}}
 
 
 def apply(state: State, ev: Event) -> State:
@@ -194,6 +206,7 @@ def apply_in_place(s: State, ev: Event) -> State:
             "next": 0,
         }
     elif k == Kind.TOOL_INTENT:
+        _use_allowance(s, d)
         _use_verdict(s, d)
         s.pending = {
             **s.pending,
@@ -202,6 +215,7 @@ def apply_in_place(s: State, ev: Event) -> State:
             },
         }
     elif k == Kind.TOOL_RESULT:
+        _use_allowance(s, d)
         _use_verdict(s, d)
         s.pending = {c: v for c, v in s.pending.items() if c != d["call_id"]}
         _remember_call(
@@ -221,6 +235,8 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.inflight = advance(s.inflight, d)
         if d.get("tainted"):
             s.tainted = [*s.tainted, ev.seq][-TAINTED_KEPT:]
+        if d.get("system"):
+            s.system_results = [*s.system_results, ev.seq][-TAINTED_KEPT:]
         if not d.get("refused"):
             s.failed_in_row = 0 if d["ok"] else s.failed_in_row + 1
             s.failed_last = [] if d["ok"] else [*s.failed_last, ev.seq][-STREAK_SHOWN:]
@@ -284,6 +300,11 @@ def apply_in_place(s: State, ev: Event) -> State:
             s.waiting_for = None
         if d["status"] != "needs_attention":
             s.suspended_wait = None  # set explicitly: no wait to go back to
+    elif k == Kind.FLOW_ALLOWED:
+        s.inflight = advance(s.inflight, d)
+        if d.get("ok"):
+            allowance = d["allowance"]
+            s.flows_allowed = {**s.flows_allowed, allowance["id"]: dict(allowance)}
     elif k == Kind.QUERY_ANSWERED:
         s.inflight = advance(s.inflight, d)
         if d.get("ok"):  # a reader's answer keeps the hidden text's origin past a restart

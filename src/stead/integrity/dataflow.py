@@ -14,8 +14,10 @@ from ..canonical import dumps
 from ..journal import Event, Kind
 from ..state import TAINTED_KEPT
 from ..values import texts, values
+from .allowances import Allowances
 from .identifiers import named, tokens
 from .monitors import MIN_FLOW_CHARS, Call, Rule, Violation
+from .pointing import Record, pointed, records, words_of
 
 
 class Entry(NamedTuple):
@@ -31,6 +33,8 @@ class Entry(NamedTuple):
     steers: bool = True
     """Whether the model read it: a result hidden as handles, or a quarantined
     query's constrained answer, cannot steer the model's choices."""
+    tool: str = ""
+    """The tool whose result it is (a query's answer: the queried result's)."""
 
 
 class DataFlow(Rule):
@@ -53,7 +57,7 @@ class DataFlow(Rule):
     name = "dataflow"
     kinds = frozenset({Kind.TOOL_RESULT, Kind.INPUT_RECEIVED, Kind.APPROVAL_REQUESTED,
                        Kind.APPROVAL_GRANTED, Kind.DECISION, Kind.CONTEXT_COMPACTED,
-                       Kind.QUERY_ANSWERED})  # fmt: skip
+                       Kind.QUERY_ANSWERED, Kind.FLOW_ALLOWED, Kind.TOOL_INTENT})  # fmt: skip
 
     def __init__(
         self,
@@ -97,6 +101,11 @@ class DataFlow(Rule):
         # tools whose untrusted results the model is shown as handles (stead.integrity.handles)
         self.hide = sorted(set(hide))
         self.tainted: list[Entry] = []
+        # the records of the system's own results (stead.integrity.pointing), by seq
+        self.system: list[tuple[int, list[Record]]] = []
+        self._pointed: tuple[Any, set[str]] = (None, set())  # pointed(), made once per change
+        # the flows the user's task asks for (allow_flow: stead.integrity.allowances)
+        self.allowances = Allowances()
         self._asked: dict[str, set[str]] = {}  # approval id -> its call's values
         self._in_view: set[int] = set()  # the results the latest decision's context showed
         self._through = 0  # the latest compaction folded the events up to here
@@ -139,6 +148,18 @@ class DataFlow(Rule):
             return output
         return list(_under(output, keys)) if keys else None
 
+    def system_records(self, data: Mapping[str, Any]) -> list[Record]:
+        """The records of a result's system data (all of it for a trusted tool's,
+        the fields not declared untrusted for another's): none for a failed,
+        secret-bearing or wholly untrusted result."""
+        if not data.get("ok"):
+            return []
+        keys = self.fields_of(str(data["tool"]))
+        output = data.get("output")
+        if keys is None or "[secret:" in dumps(output):
+            return []
+        return records(output, keys)
+
     def taints(self, data: Mapping[str, Any]) -> bool:
         """Whether a tool result (its event data) holds text that must not flow out.
 
@@ -152,12 +173,15 @@ class DataFlow(Rule):
         if ev.kind == Kind.QUERY_ANSWERED:
             # a constrained answer about hidden text: its values keep the text's origin
             part, steers = ev.data.get("answer"), False
+            source = ev.data.get("source")
+            tool = next((e.tool for e in self.tainted if e.seq == source), "")
         else:
             part, steers = self._untrusted_part(ev.data), "hidden" not in ev.data
+            tool = str(ev.data.get("tool", ""))
         words = (
             set().union(*(tokens(t) for t in texts(part, numbers=True))) if self.naming else set()
         )
-        return Entry(ev.seq, set(_strings(part)), values(part), words, steers)
+        return Entry(ev.seq, set(_strings(part)), values(part), words, steers, tool)
 
     def _tainting(self, ev: Event) -> bool:
         if ev.kind == Kind.QUERY_ANSWERED:
@@ -166,12 +190,21 @@ class DataFlow(Rule):
 
     def observe(self, ev: Event) -> Violation | None:
         d = ev.data
+        used = (d.get("provenance") or {}).get("allowed_by") if "provenance" in d else None
+        if used and ev.kind in (Kind.TOOL_INTENT, Kind.TOOL_RESULT):
+            self.allowances.use(str(used))  # as the state counts it (state._use_allowance)
+        if ev.kind == Kind.TOOL_RESULT and d.get("system"):
+            held = self.system_records(d)
+            if held:
+                self.system = [*self.system, (ev.seq, held)][-TAINTED_KEPT:]
         if self._tainting(ev):
             self.tainted = [*self.tainted, self._entry(ev)][-TAINTED_KEPT:]
         elif ev.kind == Kind.DECISION:
             self._in_view = {int(s) for s in d.get("context_events") or []}
         elif ev.kind == Kind.CONTEXT_COMPACTED:
             self._through = int(d.get("through") or 0)
+        elif ev.kind == Kind.FLOW_ALLOWED and d.get("ok"):
+            self.allowances.add(d["allowance"])
         elif ev.kind == Kind.INPUT_RECEIVED:
             self.trusted |= values(d.get("text"))
             self.trusted_text.append(str(d.get("text") or "").lower())
@@ -182,12 +215,29 @@ class DataFlow(Rule):
             self.trusted |= self._asked.pop(str(d.get("approval_id")), set())
         return None
 
-    def resume(self, earlier: Iterable[Event], trusted: Iterable[str] = ()) -> None:
+    def resume(
+        self,
+        earlier: Iterable[Event],
+        trusted: Iterable[str] = (),
+        allowed: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         """Take back tainted results older than the events this rule was primed with,
-        and the values people gave before then (as the state keeps them)."""
+        the values people gave before then, and the flows allowed with their uses
+        (as the state keeps them)."""
+        if allowed is not None:
+            self.allowances.load(allowed)
+        earlier = list(earlier)
         seen = {entry.seq for entry in self.tainted}
         older = [self._entry(ev) for ev in earlier if ev.seq not in seen and self._tainting(ev)]
         self.tainted = [*older, *self.tainted][-TAINTED_KEPT:]
+        known = {seq for seq, _ in self.system}
+        system = [
+            (ev.seq, held)
+            for ev in earlier
+            if ev.seq not in known and ev.data.get("system")
+            if (held := self.system_records(ev.data))
+        ]
+        self.system = sorted([*system, *self.system])[-TAINTED_KEPT:]
         self.trusted |= set(trusted)
 
     def compacted(self, through: int) -> None:
@@ -204,6 +254,15 @@ class DataFlow(Rule):
             if entry.steers and (entry.seq in self._in_view or entry.seq > self._through)
         )
 
+    def pointed(self) -> set[str]:
+        """The values of the system's records a person pointed at: theirs, whatever
+        untrusted text also holds them or was in view (:mod:`.pointing`)."""
+        key = (len(self.trusted_text), tuple(seq for seq, _ in self.system))
+        if self._pointed[0] != key:
+            held = (r for _, records_of in self.system for r in records_of)
+            self._pointed = (key, pointed(held, words_of(self.trusted_text)))
+        return self._pointed[1]
+
     def _own(self, text: str) -> bool:
         """Whether ``text`` is what a person gave: all its values are trusted, or a
         person wrote it word for word."""
@@ -217,10 +276,11 @@ class DataFlow(Rule):
         """The tainted results whose values or text ``value`` holds (and no person gave)."""
         text = dumps(value)
         parts, found = set(_strings(value)), values(value)
+        own = found & (self.trusted | self.pointed())
         return [
             seq
             for seq, strings, tainted, *_ in self.tainted
-            if (tainted & found) - self.trusted
+            if (tainted & found) - own
             or any(s in text and not self._own(s) for s in strings)
             or any(p in s and not self._own(p) for p in parts for s in strings)
         ]
@@ -236,14 +296,28 @@ class DataFlow(Rule):
     def _flows(self, tool: str, name: str, value: Any) -> list[int]:
         return sorted({*self._from(value), *self._named_from(tool, str(name), value)})
 
+    def _fed(self, tool: str, args: Mapping[str, Any]) -> tuple[dict[str, list[int]], str | None]:
+        """The arguments untrusted results fed (with those results), and the allowance
+        that lets all of them into this call, if one does."""
+        fed = {str(n): seqs for n, v in args.items() if (seqs := self._flows(tool, str(n), v))}
+        if not fed or not self.allowances.held:
+            return fed, None
+        by_seq = {e.seq: e.tool for e in self.tainted}
+        tools = {name: {by_seq.get(s, "") for s in seqs} for name, seqs in fed.items()}
+        return fed, self.allowances.covering(tool, tools)
+
     def sources(self, tool: str, args: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Where each argument's values came from: ``untrusted`` (the results named in
-        ``from``), ``trusted`` (all of them a person gave), or ``model`` (neither)."""
+        ``from``, and the allowance that lets them in, if one does), ``trusted`` (all
+        of them a person gave), or ``model`` (neither)."""
         out: dict[str, dict[str, Any]] = {}
+        fed, allowed = self._fed(tool, args)
         for name, value in args.items():
-            seqs, found = self._flows(tool, str(name), value), values(value)
+            seqs, found = fed.get(str(name)), values(value)
             if seqs:
                 out[str(name)] = {"source": "untrusted", "from": seqs}
+                if allowed is not None:
+                    out[str(name)]["allowed_by"] = allowed
             elif found and found <= self.trusted:
                 out[str(name)] = {"source": "trusted"}
             else:
@@ -260,10 +334,9 @@ class DataFlow(Rule):
             does = "fetch"
         else:
             return None
-        sources = sorted(
-            {seq for name, value in args.items() for seq in self._flows(call.tool, name, value)}
-        )
-        if sources:
+        fed, allowed = self._fed(call.tool, args)
+        if fed and allowed is None:
+            sources = sorted(set().union(*fed.values()))
             return Violation(
                 self.name,
                 self.verdict,
@@ -274,7 +347,10 @@ class DataFlow(Rule):
         seen = self.influenced()
         if self.influence is None or not seen:
             return None
-        chosen = sorted(str(name) for name, value in args.items() if _chosen(value, self))
+        # what an allowance let in is the person's delegation; the rest may be steered
+        chosen = sorted(
+            str(name) for name, value in args.items() if name not in fed and _chosen(value, self)
+        )
         if chosen:
             return Violation(
                 self.name,
@@ -296,8 +372,9 @@ class DataFlow(Rule):
 
 def _chosen(value: Any, rule: DataFlow) -> bool:
     """Whether ``value`` holds a value no person gave that someone chose: an address,
-    a link, an identifier, a number (not prose, which the model writes itself)."""
-    return any(" " not in v for v in values(value) - rule.trusted)
+    a link, an identifier, a number (not prose, which the model writes itself); a
+    value from a record of the system's data a person pointed at is theirs."""
+    return any(" " not in v for v in values(value) - rule.trusted - rule.pointed())
 
 
 def _under(value: Any, keys: set[str]) -> Iterable[Any]:

@@ -437,6 +437,7 @@ class MonitorSet:
         failed_in_row: int,
         tainted: Iterable[Event],
         trusted: Iterable[str] = (),
+        allowed: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """Give rules what the journal holds beyond the events they were primed with.
 
@@ -450,7 +451,7 @@ class MonitorSet:
             if isinstance(r, ErrorStreak):
                 r.failed, r.streak = failed_in_row, list(failed)[-min(r.errors, STREAK_SHOWN) :]
             elif r.name == "dataflow":
-                cast("DataFlow", r).resume(tainted, trusted)
+                cast("DataFlow", r).resume(tainted, trusted, allowed)
 
 
 def proposed_call(ev: Event) -> Call | None:

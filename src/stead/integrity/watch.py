@@ -115,12 +115,15 @@ class Watch:
             if self.monitors.dataflow() is None
             else [
                 ev
-                for seq in state.tainted
+                for seq in sorted({*state.tainted, *state.system_results})
                 if seq < start
                 for ev in self.act.store.read_events(agent, seq, seq)
             ]
         )
-        self.monitors.resume(state.failed_last, state.failed_in_row, older, state.trusted_values)
+        self.monitors.resume(
+            state.failed_last, state.failed_in_row, older, state.trusted_values,
+            state.flows_allowed,
+        )  # fmt: skip
         rule = self.monitors.dataflow()
         if rule is not None:  # the latest compaction, perhaps older than the primed events
             rule.compacted(int((state.compaction or {}).get("through", 0)))
@@ -135,7 +138,9 @@ class Watch:
         sources = rule.sources(tool, args)
         influenced = bool(rule.influenced())
         untrusted = sorted(n for n, s in sources.items() if s["source"] == "untrusted")
-        return {"args": sources, "untrusted_args": untrusted, "influenced": influenced}
+        taint = {"args": sources, "untrusted_args": untrusted, "influenced": influenced}
+        allowed = {s["allowed_by"] for s in sources.values() if "allowed_by" in s}
+        return taint | ({"allowed_by": allowed.pop()} if allowed else {})
 
     def said(self, text: str) -> dict[str, Any]:
         """Where words to a person came from (see :meth:`DataFlow.answer_sources`)."""
@@ -188,6 +193,12 @@ class Watch:
             return {}
         shown, _ = hide(result.get("output"), fields, seq)
         return {"hidden": {"fields": None if fields is None else sorted(fields)}, "shown": shown}
+
+    def system(self, result: Mapping[str, Any]) -> bool:
+        """Whether a tool result holds system data whose records a person may point at
+        (:mod:`stead.integrity.pointing`)."""
+        rule = self.monitors.dataflow()
+        return rule is not None and bool(rule.system_records(result))
 
     def taints(self, result: Mapping[str, Any]) -> bool:
         """Whether a tool result is one the data-flow rule must not let flow out."""

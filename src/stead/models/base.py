@@ -54,6 +54,7 @@ ACTION_TYPES = (
     "delegate",
     "read_result",
     "query",
+    "allow_flow",
     *ESCALATIONS,
 )
 
@@ -191,6 +192,14 @@ def parse_action(item: Any, where: str) -> dict[str, Any]:
             "question": str(value.get("question", "")),
             "schema": dict(value["schema"]),
         }
+    if key == "allow_flow":
+        if not isinstance(value, Mapping):
+            raise ScriptError(
+                f"{where}: 'allow_flow' takes {{from: TOOL, to: TOOL, args: [NAME...], "
+                "uses: N, reason: TEXT}"
+            )
+        kept = {k: value[k] for k in ("from", "to", "args", "uses", "reason") if k in value}
+        return {"type": "allow_flow", **kept}
     if key == "message":
         if not isinstance(value, Mapping) or not isinstance(value.get("to"), str):
             raise ScriptError(f"{where}: 'message' takes {{to: AGENT_ID, text: TEXT}}")
@@ -263,6 +272,8 @@ def _short_form(item: Mapping[str, Any], where: str) -> dict[str, Any]:
         return {kind: {k: item[k] for k in ("call", "offset") if k in item}}
     if kind == "query":
         return {kind: {k: item[k] for k in ("handle", "question", "schema") if k in item}}
+    if kind == "allow_flow":
+        return {kind: {k: item[k] for k in ("from", "to", "args", "uses", "reason") if k in item}}
     if kind == "delegate":
         narrow = item.get("narrow") or {}
         return {kind: {**narrow, "to": item.get("to"), "grant": item.get("grant")}}

@@ -98,6 +98,7 @@ def call_of(action: Mapping[str, Any], call_id: str) -> Call:
         "delegate": ("to", "grant", "narrow"),
         "read_result": ("call", "offset"),
         "query": ("handle", "question", "schema"),
+        "allow_flow": ("from", "to", "args", "uses", "reason"),
     }.get(kind)
     if fields is None:  # an escalation: never offered, shown as what it asked
         return Call(call_id, kind, {"request": action.get("request")})
@@ -268,6 +269,9 @@ _OUTCOMES: dict[str, Any] = {
     Kind.APPROVAL_REQUESTED: lambda d: ("held for a person's approval; the result follows", False),
     Kind.PROPOSAL_RECORDED: lambda d: ("recorded as a proposal for a person to accept", False),
     Kind.RESULT_READ: lambda d: (str(d.get("text", "")), False),
+    Kind.FLOW_ALLOWED: lambda d: (
+        ("allowed", False) if d.get("ok") else (str(d.get("error") or "refused"), True)
+    ),
     Kind.QUERY_ANSWERED: lambda d: (
         (dumps({"answer": d.get("answer")}), False)
         if d.get("ok")

@@ -368,6 +368,8 @@ class Activation:
             result = {**result, "error": r.text(result["error"])}
         if self.watch is not None and self.watch.taints({"tool": tool, **result}):
             result["tainted"] = True  # the state names it, so a restart remembers it
+        if self.watch is not None and self.watch.system({"tool": tool, **result}):
+            result["system"] = True  # records a person may point at: remembered too
         return result
 
     def scan_delta(self, limit: Quota | None = None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from ..models.accounting import attempt_fields, usage_fields
 from ..models.base import Decision, Model, RenderedContext
 from ..models.conversation import RESULT_CAP, read_on
 from ..models.speech import WHY_CAP, spoken
+from .allowing import allow_flow
 from .compaction import compact
 from .governed import is_escalation
 from .hidden import answer_query
@@ -286,6 +287,8 @@ def execute_inflight(act: Activation) -> None:
             read_result(act, index, action)
         elif kind == "query":
             answer_query(act, index, action)
+        elif kind == "allow_flow":
+            allow_flow(act, index, action)
         if act.state.status == "waiting" and act.state.waiting_for == "approval":
             return  # the step goes on from this action once a person has answered
         if act.state.status == "needs_attention":

@@ -79,6 +79,8 @@ def _run_tool(
     }
     if taint.get("args"):  # each argument's source, where data flow is watched
         origin["provenance"] |= {"args": taint["args"], "influenced": taint["influenced"]}
+    if taint.get("allowed_by"):  # the flow the user's task asked for, which it uses once
+        origin["provenance"]["allowed_by"] = taint["allowed_by"]
     # authority is checked now, at the moment of action, not when decided; a
     # rerun of an interrupted call was authorised when its intent was recorded
     shown: dict[str, Any] = {}
