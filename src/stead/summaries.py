@@ -9,6 +9,7 @@ control characters escaped (:func:`shown`), never as a terminal would obey them.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -50,6 +51,8 @@ def _summary(ev: Event) -> str:
             extra = " ok" if d.get("ok") else f" error: {d.get('error')}"
             if d.get("rerun"):
                 extra += " (re-run after a crash)"
+            if d.get("hidden"):
+                extra += " (hidden from the model: shown as handles)"
         elif ev.kind == "reconciled":
             extra = f" → {d.get('verdict')}"
         elif ev.kind == "call_resolved":
@@ -57,6 +60,15 @@ def _summary(ev: Event) -> str:
         verdict = d.get("verdict")
         if isinstance(verdict, Mapping) and verdict.get("decision") == "allow":
             extra += f" ({_verdict(verdict)})"
+        if d.get("handles"):
+            extra += (
+                " (handles put in: "
+                + ", ".join(f"{arg} = {h}" for arg, h in sorted(d["handles"].items()))
+                + ")"
+            )
+        allowed = (d.get("provenance") or {}).get("allowed_by")
+        if allowed:
+            extra += f" (untrusted values let in by {allowed})"
         return f"{d.get('call_id')} {d.get('tool', '')}{extra}"
     if ev.kind == "workspace_restored":
         return "rolled back: " + ", ".join(d.get("paths", []))
@@ -70,6 +82,18 @@ def _summary(ev: Event) -> str:
         names = ", ".join(str(t.get("name")) for t in d.get("tools", []))
         changed = "changed its tools: " if d.get("changed") else ""
         return f"MCP server {d.get('server')} {changed}{names}"
+    if ev.kind == "query_answered":
+        asked = f"{d.get('handle')}: {_clip(str(d.get('question', '')))}"
+        if d.get("ok"):
+            return f"{asked} → {_clip(json.dumps(d.get('answer')))}"
+        return f"{asked} → refused: {d.get('error')}"
+    if ev.kind == "flow_allowed":
+        a = d.get("allowance") or d.get("asked") or {}
+        flow = f"{a.get('from', a.get('source'))} → {a.get('to', a.get('target'))}"
+        if not d.get("ok"):
+            return f"{flow} refused: {d.get('error')}"
+        args = f" ({', '.join(a['args'])})" if a.get("args") else ""
+        return f"{a.get('id')} {flow}{args}, {a.get('uses')} use(s)"
     if ev.kind == "finish_claimed":
         return str(d.get("summary", "")) + _answer_mark(d)
     if ev.kind in ("input_received", "input_requested"):

@@ -15,6 +15,7 @@ from typing import Any
 from stead import FakeClock, Kind, Runtime
 from stead.integrity.chaincheck import audit_journal
 from stead.integrity.pointing import pointed, records, words_of
+from stead.summaries import summarize
 from stead.tools.base import Tool, as_tool, tool
 
 from ..governance.agents import make_agent, runtime_at
@@ -82,6 +83,9 @@ def test_a_flow_declared_first_lets_the_named_source_into_the_named_call_once(
     assert first["provenance"]["allowed_by"] == flow_id
     assert first["provenance"]["args"]["to"]["allowed_by"] == flow_id
     assert state.flows_allowed[flow_id]["used"] == 1
+    lines = [summarize(e) for e in rt.store.read_events(agent_id)]  # stead trace, the page
+    assert f"{flow_id} read_bill → pay, 1 use(s)" in lines
+    assert any(f"(untrusted values let in by {flow_id})" in line for line in lines)
     # the state the journal folds to holds the allowance and its use
     assert audit_journal(rt.store, agent_id).ok
 

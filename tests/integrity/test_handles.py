@@ -14,6 +14,7 @@ from stead import FakeClock, Kind, Runtime
 from stead.errors import InvalidAnswer
 from stead.integrity.handles import handle_of, hidden_value, hide, substitute
 from stead.integrity.quarantine import check_answer, check_schema, read_answer, scripted_answer
+from stead.summaries import summarize
 from stead.tools.base import Tool, as_tool, tool
 
 from ..governance.agents import make_agent, runtime_at
@@ -200,6 +201,9 @@ def test_a_queried_value_keeps_its_origin_and_asks_before_it_goes_out(tmp_path: 
     assert answered["source"] == 6
     assert state.waiting_for == "approval" and SENT == []
     assert f"event 6, {answered['seq']}" in state.status_reason  # the text and the answer
+    lines = [summarize(e) for e in rt.store.read_events(agent_id)]  # stead trace, the page
+    assert '$h6: Who wrote? → "eve@evil.example"' in lines
+    assert any("hidden from the model: shown as handles" in line for line in lines)
 
 
 def test_fields_are_hidden_one_by_one_and_the_system_fields_stay(tmp_path: Path) -> None:
