@@ -22,9 +22,11 @@ NAMING_WORDS = frozenset(
     {"id", "ids", "key", "keys", "path", "paths", "file", "files", "handle", "handles",
      "user", "users", "username", "member", "members", "account", "accounts", "number",
      "ref", "slug", "uuid", "role", "channel", "booking", "issue", "ticket", "order",
-     "invoice", "message", "repo", "repository", "branch"}
+     "invoice", "message", "repo", "repository", "branch",
+     "amount", "amounts", "price", "total", "fee", "sum"}
 )  # fmt: skip
-"""The last word of an argument's name that makes it name something."""
+"""The last word of an argument's name that makes it name something (an amount of
+money too: "pay 900" in a statement must not become the payment's amount unasked)."""
 
 NAMING_FORMATS = frozenset({"uuid", "uri", "iri", "email", "hostname", "idn-email"})
 
@@ -72,18 +74,31 @@ def address_args(schema: Mapping[str, Any]) -> frozenset[str]:
     )
 
 
+_DECIMAL = re.compile(r"[0-9]+\.[0-9]+")
+
+
+def _plain(token: str) -> str:
+    """A token, a decimal number written without its trailing zeros (``310.50`` is
+    ``310.5``, ``900.00`` is ``900``), so a number matches however it is written."""
+    if _DECIMAL.fullmatch(token):
+        return token.rstrip("0").rstrip(".")
+    return token
+
+
 def tokens(text: str) -> set[str]:
     """The whole tokens of ``text``, lowercased, with trailing punctuation dropped."""
-    return {t.rstrip(".:/-").lower() for t in _TOKEN.findall(text)} - {""}
+    return {_plain(t.rstrip(".:/-").lower()) for t in _TOKEN.findall(text)} - {""}
 
 
 def named(value: Any) -> Iterator[str]:
-    """The tokens an argument's value names: itself, whole, for text and whole
-    numbers; each item's for a list."""
+    """The tokens an argument's value names: itself, whole, for text and numbers;
+    each item's for a list."""
     if isinstance(value, bool) or value is None:
         return
+    if isinstance(value, float):
+        value = int(value) if value.is_integer() else repr(value)
     if isinstance(value, int | str):
-        token = str(value).strip().rstrip(".").lower()
+        token = _plain(str(value).strip().rstrip(".").lower())
         if token:
             yield token
     elif isinstance(value, list | tuple):
