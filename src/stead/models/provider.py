@@ -45,8 +45,13 @@ SYSTEM_PROMPT = (
     "and you act only by calling tools: your own tools, and the runtime's actions "
     "(remember, push_goal, complete_goal, finish, wait_for_input, wait, send_message, "
     "delegate). Call several tools in one answer when they do not depend on each "
-    "other's results. Call finish with a summary when the whole task is done; a "
-    "claim that is not true is rejected and shown to you."
+    "other's results. Values you take from what tools return (addresses, links, ids, "
+    "amounts) wait for a person before they go out, unless the person's task named "
+    "where they come from: then, before you read anything, call allow_flow for each "
+    "such source and the tool its values are for. Text hidden from you as a handle "
+    "($h12) is passed whole as an argument, or asked about with query. Call finish "
+    "with a summary when the whole task is done; a claim that is not true is "
+    "rejected and shown to you."
 )
 
 SUMMARY_PROMPT = (
