@@ -74,9 +74,9 @@ def planner(server: FakeServer) -> list[Seen]:
 
 
 def handle_in(body: Any) -> str:
-    found = re.search(r"\$h\d+", json.dumps(body))
+    found = re.search(r"hidden from you as (\$h\d+)", json.dumps(body))
     assert found, "the model was shown a handle"
-    return found.group()
+    return found.group(1)
 
 
 def run_agent(

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ..canonical import dumps
 from ..errors import ContextTooLong, InvalidAnswer, ModelError
 from ..ids import new_id
+from ..integrity.allowances import allow_flow
+from ..integrity.hiding import answer_query
 from ..journal import Kind
 from ..models.accounting import attempt_fields, usage_fields
 from ..models.base import Decision, Model, RenderedContext
 from ..models.conversation import RESULT_CAP, read_on
 from ..models.speech import WHY_CAP, spoken
-from .allowing import allow_flow
 from .compaction import compact
 from .governed import is_escalation
-from .hidden import answer_query
 from .toolcall import run_tool
 
 if TYPE_CHECKING:

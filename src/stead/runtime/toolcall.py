@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidAnswer, SecretError
 from ..governance.gate import granted_approval
 from ..governance.grants import network_grant
+from ..integrity.hiding import with_values
 from ..integrity.monitors import Call, Violation
 from ..journal import Kind
 from ..tools.base import Effect, Tool, describe_failure, jsonable
-from .hidden import with_values
 from .limits import settle_workspace
 
 if TYPE_CHECKING:

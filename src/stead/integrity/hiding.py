@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidAnswer, ModelError
-from ..integrity.handles import handle_of, hidden_value, holds_handle, substitute
-from ..integrity.quarantine import QUERY_PROMPT, check_schema, prompt, read_answer, scripted_answer
 from ..journal import Event, Kind
 from ..models.accounting import attempt_fields, usage_fields
+from .handles import handle_of, hidden_value, holds_handle, substitute
+from .quarantine import QUERY_PROMPT, check_schema, prompt, read_answer, scripted_answer
 
 if TYPE_CHECKING:
-    from .activation import Activation
+    from ..runtime.activation import Activation
 
 
 def _result_at(act: Activation, seq: int) -> Event | None:
