@@ -28,7 +28,8 @@ from ..ids import new_id
 from ..journal import Kind
 
 if TYPE_CHECKING:
-    from ..runtime.activation import Activation
+    from ..ports import AgentPort
+    from .dataflow import DataFlow
 
 MAX_USES = 20
 
@@ -121,10 +122,12 @@ class Allowances:
         return None
 
 
-def allow_flow(act: Activation, index: int, action: Mapping[str, Any]) -> None:
-    """Journal the allowance, or why it is refused (the model reads either)."""
+def allow_flow(
+    act: AgentPort, rule: DataFlow | None, index: int, action: Mapping[str, Any]
+) -> None:
+    """Journal the allowance ``rule`` (the agent's data-flow rule) is to hold, or why
+    it is refused (the model reads either)."""
     asked = {k: action[k] for k in ("from", "to", "args", "uses", "reason") if k in action}
-    rule = act.watch.monitors.dataflow() if act.watch is not None else None
     try:
         if rule is None:
             raise InvalidAnswer("allow_flow: no data-flow rule watches this agent; nothing asks")

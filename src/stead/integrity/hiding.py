@@ -8,19 +8,28 @@ the journal and asks the quarantined reader, for one activation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import InvalidAnswer, ModelError
 from ..journal import Event, Kind
 from ..models.accounting import attempt_fields, usage_fields
+from ..ports import AgentPort
 from .handles import handle_of, hidden_value, holds_handle, substitute
 from .quarantine import QUERY_PROMPT, check_schema, prompt, read_answer, scripted_answer
 
-if TYPE_CHECKING:
-    from ..runtime.activation import Activation
+
+class _Reading(AgentPort, Protocol):
+    """An activation, as hidden results are read in it: its last committed version
+    (older events are read from the store) and its model (the reader)."""
+
+    @property
+    def committed_version(self) -> int: ...
+
+    @property
+    def model(self) -> Any: ...
 
 
-def _result_at(act: Activation, seq: int) -> Event | None:
+def _result_at(act: _Reading, seq: int) -> Event | None:
     """The tool result journaled at ``seq``, committed or still in this activation's buffer."""
     events = [e for e in act.buffer if e.seq == seq]
     if not events and 1 <= seq <= act.committed_version:
@@ -30,7 +39,7 @@ def _result_at(act: Activation, seq: int) -> Event | None:
     return events[0]
 
 
-def resolve(act: Activation, seq: int, part: int | None) -> Any:
+def resolve(act: _Reading, seq: int, part: int | None) -> Any:
     """The hidden value ``$h{seq}[.part]`` names; InvalidAnswer if it names none."""
     ev = _result_at(act, seq)
     if ev is None:
@@ -38,7 +47,7 @@ def resolve(act: Activation, seq: int, part: int | None) -> Any:
     return hidden_value(ev.data, seq, part)
 
 
-def with_values(act: Activation, args: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def with_values(act: _Reading, args: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """A call's arguments with each handle replaced by the value it hides, and which
     argument held which handle (empty when none did, and nothing is read)."""
     if not holds_handle(dict(args)):
@@ -46,7 +55,7 @@ def with_values(act: Activation, args: Mapping[str, Any]) -> tuple[dict[str, Any
     return substitute(args, lambda seq, part: resolve(act, seq, part))
 
 
-def answer_query(act: Activation, index: int, action: Mapping[str, Any]) -> None:
+def answer_query(act: _Reading, index: int, action: Mapping[str, Any]) -> None:
     """Ask the quarantined reader about a hidden value; journal the answer (or why
     there is none) as the action's outcome."""
     handle, question = str(action.get("handle", "")), str(action.get("question", ""))

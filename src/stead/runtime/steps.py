@@ -288,7 +288,8 @@ def execute_inflight(act: Activation) -> None:
         elif kind == "query":
             answer_query(act, index, action)
         elif kind == "allow_flow":
-            allow_flow(act, index, action)
+            rule = act.watch.monitors.dataflow() if act.watch is not None else None
+            allow_flow(act, rule, index, action)
         if act.state.status == "waiting" and act.state.waiting_for == "approval":
             return  # the step goes on from this action once a person has answered
         if act.state.status == "needs_attention":
