@@ -18,6 +18,7 @@ from .allowances import Allowances
 from .identifiers import named, tokens
 from .monitors import MIN_FLOW_CHARS, Call, Rule, Violation
 from .pointing import Record, pointed, records, words_of
+from .withhold import withhold
 
 
 class Entry(NamedTuple):
@@ -52,6 +53,11 @@ class DataFlow(Rule):
     also covers what copies nothing: an outbound call decided while an
     untrusted result was in the model's view, with an argument holding a value
     no person gave (the agent may have been steered into choosing it).
+
+    ``changing`` names tools whose calls change the world without sending
+    anything out (delete, cancel, remove a member, change a setting): their
+    arguments are checked for copies only, an argument whose values, or whose
+    named tokens, came from an untrusted result that no person gave.
     """
 
     name = "dataflow"
@@ -68,10 +74,11 @@ class DataFlow(Rule):
         trusted_tools: Iterable[str] = (),
         trusted_text: Iterable[str] = (),
         influence: str | None = None,
-        answer: str = "mark",
+        answer: str = "withhold",
         naming: Mapping[str, Iterable[str]] | None = None,
         fetching: Mapping[str, Iterable[str]] | None = None,
         hide: Iterable[str] = (),
+        changing: Iterable[str] = (),
     ) -> None:
         # tool patterns whose results are third-party text: None for the whole
         # result, else the names of the fields that are
@@ -83,6 +90,9 @@ class DataFlow(Rule):
             else:
                 self.untrusted[pattern] = {*(self.untrusted.get(pattern) or set()), key}
         self.outbound = list(outbound)
+        # tools whose calls change the world in place (delete, cancel, a setting):
+        # nothing leaves, but what they act on must not be an untrusted result's choice
+        self.changing = list(changing)
         self.verdict = verdict
         self.influence = influence
         self.answer = answer
@@ -332,6 +342,8 @@ class DataFlow(Rule):
         elif call.tool in self.fetching:  # a read that fetches an address sends it there
             args = {k: v for k, v in call.args.items() if k in self.fetching[call.tool]}
             does = "fetch"
+        elif any(fnmatch.fnmatchcase(call.tool, p) for p in self.changing):
+            args, does = call.args, "act on"
         else:
             return None
         fed, allowed = self._fed(call.tool, args)
@@ -345,7 +357,10 @@ class DataFlow(Rule):
                 tuple(sources),
             )
         seen = self.influenced()
-        if self.influence is None or not seen:
+        # influence is for what leaves: a changing call's danger is the target it
+        # names (the message, the booking, the member), which the copy check above
+        # follows; asking of every delete made with mail in view would ask always
+        if self.influence is None or not seen or does == "act on":
             return None
         # what an allowance let in is the person's delegation; the rest may be steered
         chosen = sorted(
@@ -368,6 +383,14 @@ class DataFlow(Rule):
         ``untrusted`` with the results it repeats, else ``model``."""
         seqs = self._from(text)
         return {"source": "untrusted", "from": seqs} if seqs else {"source": "model"}
+
+    def withheld(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        """``text`` with the values it repeats from untrusted results, that no person
+        gave, withheld (:mod:`.withhold`), and what was."""
+        untrusted: dict[str, int] = {}
+        for entry in self.tainted:  # oldest first: a value's latest source is named
+            untrusted |= dict.fromkeys(entry.values, entry.seq)
+        return withhold(text, untrusted, self.trusted | self.pointed())
 
 
 def _chosen(value: Any, rule: DataFlow) -> bool:

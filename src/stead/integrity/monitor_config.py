@@ -34,7 +34,16 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "loop": ("repeat",),
     "error_streak": ("errors",),
     "budget": ("tool_calls", "window", "steps", "wall_seconds", "tokens", "spend"),
-    "dataflow": ("outbound", "untrusted", "trusted", "verdict", "influence", "answer", "hide"),
+    "dataflow": (
+        "outbound",
+        "changing",
+        "untrusted",
+        "trusted",
+        "verdict",
+        "influence",
+        "answer",
+        "hide",
+    ),
     "probing": ("refusals", "window"),
     "drift": (
         "baseline_sessions",
@@ -56,6 +65,7 @@ def build_monitors(
     trusted_tools: Iterable[str] = (),
     read_tools: Iterable[str] = (),
     acting_tools: Iterable[str] = (),
+    changing_tools: Iterable[str] = (),
     naming: Mapping[str, Iterable[str]] | None = None,
     fetching: Mapping[str, Iterable[str]] | None = None,
     load: Callable[[str], Any] | None = None,
@@ -69,10 +79,11 @@ def build_monitors(
     the results of ``read_tools`` are untrusted (a read brings in what others
     wrote; an action's result is the system's receipt for it), but not those
     of ``trusted_tools`` (tools that declare their results system data); the
-    ``acting_tools`` are outbound; and a flow or an influenced choice asks a
-    person. With ``tool_names`` (when a spec is checked before an agent is made), every
-    name or pattern in ``dataflow``'s ``outbound`` and ``untrusted`` must match
-    one of them: one that matches nothing would watch nothing, silently.
+    ``acting_tools`` are outbound, ``changing_tools`` change the world in place
+    (checked for copies); and a flow or an influenced choice asks a person.
+    With ``tool_names`` (when a spec is checked before an agent is made), every
+    name or pattern in ``dataflow``'s tool lists must match one of them: one
+    that matches nothing would watch nothing, silently.
     """
     if config is not None and not isinstance(config, Mapping):
         raise MonitorConfigError(
@@ -91,7 +102,11 @@ def build_monitors(
     for name in BUILT_IN:
         params = config.get(name) or {}
         if name == "dataflow" and isinstance(params, Mapping):
-            defaults = {"untrusted": sorted(read_tools), "outbound": sorted(acting_tools)}
+            defaults = {
+                "untrusted": sorted(read_tools),
+                "outbound": sorted(acting_tools),
+                "changing": sorted(changing_tools),
+            }
             params = {**DATAFLOW_DEFAULTS, **defaults, **params}
         if not isinstance(params, Mapping):
             raise MonitorConfigError(f"monitors.{name} must be a mapping of its settings")
@@ -113,23 +128,24 @@ def build_monitors(
         if name == "dataflow":
             if tool_names is not None:
                 _match_tools(config.get(name) or {}, sorted(tool_names))
-            if not params.get("outbound"):
-                continue  # nothing is outbound: no flow to watch
+            if not params.get("outbound") and not params.get("changing"):
+                continue  # nothing is outbound or changing: no flow to watch
             rules.append(
                 DataFlow(
                     # what the spec lists ("*": everything) and what tools declare
                     {*(params.get("untrusted") or []), *untrusted_tools, *secret_tools},
-                    params["outbound"],
+                    params.get("outbound") or (),
                     params.get("verdict") or "ask",
                     trusted,  # the values the spec's author gave: their instructions, goals
                     # tools whose results are system data: the spec's and the declared
                     {*(params.get("trusted") or ()), *trusted_tools},
                     trusted_text,
                     None if params.get("influence") == "off" else params.get("influence"),
-                    params.get("answer") or "mark",
+                    params.get("answer") or "withhold",
                     naming,
                     fetching,
                     params.get("hide") or (),
+                    params.get("changing") or (),
                 )
             )
             continue
@@ -147,21 +163,23 @@ def build_monitors(
 DATAFLOW_DEFAULTS: dict[str, Any] = {
     "verdict": "ask",
     "influence": "ask",
-    "answer": "mark",
+    "answer": "withhold",
 }
 """The data-flow rule's settings where a spec says nothing of them (and
 ``untrusted``: every read-only tool, ``outbound``: every effectful one but
 ``shell``, whose commands reach the network only under a grant a person
-gives). A spec's ``dataflow`` section overrides them one by one;
-``dataflow: {off: true}`` turns the rule off."""
+gives; ``changing``: every ``idempotent`` tool and every effectful one not
+outbound, but the runtime's own workspace tools, whose effects stay in the
+agent's workspace, snapshotted and rolled back). A spec's ``dataflow``
+section overrides them one by one; ``dataflow: {off: true}`` turns the rule off."""
 
 _COUNTS = ("repeat", "errors", "tool_calls", "steps", "tokens", "refusals", "baseline_sessions",
            "min_steps")  # fmt: skip
-_NAMES = ("outbound", "untrusted", "trusted", "hide")
+_NAMES = ("outbound", "changing", "untrusted", "trusted", "hide")
 _CHOICES = {
     "verdict": ("ask", "block"),
     "influence": ("ask", "block", "off"),
-    "answer": ("mark", "ask"),
+    "answer": ("withhold", "mark", "ask"),
 }
 
 
@@ -187,12 +205,15 @@ _SETTING_HELP = {
     "tokens": "The most tokens the model reports using.",
     "spend": "The most spend the model reports.",
     "outbound": "Tools (names or patterns) whose arguments carry data out.",
+    "changing": "Tools (names or patterns) that change the world in place: an argument "
+    "copied from untrusted text asks.",
     "untrusted": "Tools (or TOOL.FIELD) whose results are untrusted text.",
     "trusted": "Tools whose results are system data, never untrusted.",
     "hide": "Tools whose untrusted results the model is shown as handles, never as text.",
     "verdict": "What a flow gets: ask a person, or block it.",
     "influence": "An outbound call chosen while untrusted text was in view: ask, block or off.",
-    "answer": "What the model is told of untrusted text: mark it, or ask.",
+    "answer": "An answer to a person that repeats untrusted text: withhold the values "
+    "it repeats (the default), mark it, or ask a person first.",
     "refusals": "Refused calls within the window that count as probing.",
     "baseline_sessions": "Sessions that make the baseline.",
     "min_steps": "Steps a session needs before it is compared.",

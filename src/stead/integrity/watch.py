@@ -23,6 +23,7 @@ from ..integrity.monitor_config import MonitorConfigError, build_monitors
 from ..integrity.monitors import Call, MonitorSet, Violation
 from ..journal import Event, Kind
 from ..tools.base import Effect, Tool
+from ..tools.builtin import BUILTINS
 from ..tools.registry import import_object
 from ..values import values
 
@@ -67,6 +68,14 @@ def monitors_for(
             ],
             acting_tools=[
                 n for n, t in tools.items() if t.effect is Effect.EFFECTFUL and n != "shell"
+            ],
+            # what changes the world in place; the runtime's own workspace tools
+            # (write_file, shell) act on the agent's workspace, snapshotted and
+            # rolled back, and shell reaches out only under a person's grant
+            changing_tools=[
+                n
+                for n, t in tools.items()
+                if t.effect is not Effect.READ_ONLY and BUILTINS.get(n) is not t.func
             ],
             load=lambda ref: import_object(ref, [base], "monitor"),
             tool_names=[*tools, *_mcp_named(spec)] if strict else None,
@@ -147,39 +156,55 @@ class Watch:
         rule = self.monitors.dataflow()
         return {} if rule is None else rule.answer_sources(text)
 
-    def told(self, text: str) -> dict[str, Any]:
-        """What to journal with words to a person: where they came from, if they
-        repeat untrusted text."""
+    def told(self, text: str) -> tuple[str, dict[str, Any]]:
+        """Words to a person (a question), as they are to be shown, and what to
+        journal with them: where they came from, if they repeat untrusted text, and
+        what of it was withheld (``answer: withhold``)."""
         seen = self.said(text)
-        return {"provenance": seen} if seen.get("source") == "untrusted" else {}
+        if seen.get("source") != "untrusted":
+            return text, {}
+        shown, seen = self._withheld(text, seen)
+        return shown, {"provenance": seen}
+
+    def _withheld(self, text: str, seen: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """``text`` with what it repeats from untrusted results withheld, where the
+        spec wants that, and its provenance listing what was."""
+        rule = self.monitors.dataflow()
+        if rule is None or rule.answer != "withhold" or seen.get("source") != "untrusted":
+            return text, seen
+        shown, withheld = rule.withheld(text)
+        return shown, ({**seen, "withheld": withheld} if withheld else seen)
 
     def answer(
         self, index: int, action: Mapping[str, Any], version: int
-    ) -> tuple[dict[str, Any], tuple[dict[str, Any], Verdict] | None]:
-        """Where a finish summary came from, and, when it repeats untrusted text and
-        the spec wants a person to see such an answer first (``answer: ask``) and
-        none has yet, the call and verdict to hold it on (a person approves it)."""
+    ) -> tuple[str, dict[str, Any], tuple[dict[str, Any], Verdict] | None]:
+        """A finish summary as it is to be delivered (under ``answer: withhold``, the
+        values it repeats from untrusted results replaced by placeholders), where
+        it came from, and, when it repeats untrusted text and the spec wants a
+        person to see such an answer first (``answer: ask``) and none has yet, the
+        call and verdict to hold it on (a person approves it)."""
+        summary = str(action.get("summary", ""))
         rule = self.monitors.dataflow()
         if rule is None:
-            return {}, None
-        summary = str(action.get("summary", ""))
+            return summary, {}, None
         seen = self.said(summary)
         call_id = action.get("call_id")
         if rule.answer != "ask" or not call_id:
-            return seen, None
+            return (*self._withheld(summary, seen), None)
         call = {"action": index, "call_id": call_id, "tool": "finish", "args": {"summary": summary}}
         state, now = self.act.state, self.act.clock.now()
         # looked for first: the values of an approved answer are the person's now
         aid = granted_approval(state, str(call_id), "finish", call["args"], version, now)
         if aid is not None:
-            return {**seen, "approval": aid}, None
+            return summary, {**seen, "approval": aid}, None
         if seen["source"] != "untrusted":
-            return seen, None
+            return summary, seen, None
         reason = (
             f"the answer repeats untrusted text (event {', '.join(map(str, seen['from']))}); "
             "the spec asks that a person sees such an answer first"
         )
-        return seen, (call, Verdict("ask", reason, effective_level(state, "finish"), version))
+        verdict = Verdict("ask", reason, effective_level(state, "finish"), version)
+        return summary, seen, (call, verdict)
 
     def hiding(self, tool: str, result: Mapping[str, Any], seq: int) -> dict[str, Any]:
         """What to journal beside a result the model is not to read (the spec's

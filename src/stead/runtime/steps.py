@@ -255,19 +255,23 @@ def execute_inflight(act: Activation) -> None:
             act.verifier.complete_goal(index, action["id"])
         elif kind == "finish":
             # a claim: accepted only if it is true now (see .completion); where the
-            # spec asks, a person first sees an answer that repeats untrusted text
-            seen, held = (
-                ({}, None)
+            # spec asks, a person first sees an answer that repeats untrusted text,
+            # or gets it with the values it repeats from such text withheld
+            summary, seen, held = (
+                (action.get("summary", ""), {}, None)
                 if act.watch is None
                 else act.watch.answer(index, action, act.governor.policy_version())
             )
             if held is not None:
                 act.governor.hold(index, *held)
             else:
-                act.verifier.finish(index, action.get("summary", ""), seen)
+                act.verifier.finish(index, summary, seen)
         elif kind == "wait_for_input":
-            prompt = action.get("prompt", "")
-            told = act.watch.told(prompt) if act.watch is not None else {}
+            prompt, told = (
+                act.watch.told(action.get("prompt", ""))
+                if act.watch is not None
+                else (action.get("prompt", ""), {})
+            )
             said = {"said": True} if action.get("said") else {}  # the agent's own words
             act.emit(Kind.INPUT_REQUESTED, action=index, prompt=prompt, **told, **said)
         elif kind == "wait":

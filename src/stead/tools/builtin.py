@@ -48,7 +48,9 @@ def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
     return {"path": path, "bytes": len(data)}
 
 
-@tool(effect="read_only")
+# the runtime's own listing of the agent's workspace is system data, as a receipt
+# is: a file the agent is told to act on by its name is not a third party's choice
+@tool(effect="read_only", trusted=True)
 def list_files(ctx: ToolContext, path: str = ".") -> list[str]:
     """List the files under a folder of the workspace, relative to the workspace."""
     try:
