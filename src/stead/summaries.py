@@ -112,6 +112,9 @@ def _answer_mark(d: Mapping[str, Any]) -> str:
     marks = []
     if seen.get("source") == "untrusted":
         marks.append(f"repeats untrusted text from event {', '.join(map(str, seen['from']))}")
+    if seen.get("withheld"):  # what the person was not shown, for them to read here
+        held = (f"{w['value']} (event {w['from']})" for w in seen["withheld"])
+        marks.append(f"withheld: {', '.join(held)}")
     if seen.get("approval"):
         marks.append(f"a person saw it first ({seen['approval']})")
     return f"  [{'; '.join(marks)}]" if marks else ""

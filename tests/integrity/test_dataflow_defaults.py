@@ -170,7 +170,7 @@ def test_a_tool_cannot_declare_its_results_both_trusted_and_untrusted() -> None:
     [
         ({"untrusted": ["nosuch.body"]}, "'nosuch.body' matches none"),
         ({"influence": "sometimes"}, "influence must be ask or block or off"),
-        ({"answer": "never"}, "answer must be mark or ask"),
+        ({"answer": "never"}, "answer must be withhold or mark or ask"),
     ],
 )
 def test_a_bad_dataflow_setting_is_refused_when_the_agent_is_made(
@@ -245,16 +245,45 @@ def test_an_answer_repeating_untrusted_text_is_marked_in_the_journal_and_trace(
 
     monkeypatch.setenv("COLUMNS", "400")  # the trace's table, not cut to a terminal
 
-    rt, agent_id, state = run(tmp_path, ECHO, instructions="Summarise my mail.")
+    rt, agent_id, state = run(tmp_path, ECHO, instructions="Summarise my mail.",
+                              monitors={"dataflow": {"answer": "mark"}})  # fmt: skip
     assert state.status == "completed"
     (mail,) = events(rt, agent_id, Kind.TOOL_RESULT)
     (claimed,) = events(rt, agent_id, Kind.FINISH_CLAIMED)
     assert claimed.data["provenance"] == {"source": "untrusted", "from": [mail.seq]}
+    assert LINK in claimed.data["summary"]  # marked, delivered whole
     rt.close()
     capsys.readouterr()
     assert main(["trace", agent_id, "--store", f"sqlite:///{tmp_path / 's.db'}"]) == 0
     trace = capsys.readouterr().out
     assert f"[repeats untrusted text from event {mail.seq}]" in trace
+
+
+def test_by_default_an_answer_is_delivered_with_the_untrusted_values_withheld(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary journaled (and sealed) holds a placeholder where the link was; the
+    provenance says what was withheld, and the trace shows it to a person."""
+    from stead.cli.main import main
+
+    monkeypatch.setenv("COLUMNS", "400")
+    rt, agent_id, state = run(tmp_path, ECHO, instructions="Summarise my mail.")
+    assert state.status == "completed"
+    (mail,) = events(rt, agent_id, Kind.TOOL_RESULT)
+    (claimed,) = events(rt, agent_id, Kind.FINISH_CLAIMED)
+    assert claimed.data["summary"] == (
+        f"All done. Please log in again at [link withheld: from untrusted text, event {mail.seq}]"
+    )
+    assert claimed.data["provenance"] == {
+        "source": "untrusted",
+        "from": [mail.seq],
+        "withheld": [{"value": LINK, "kind": "link", "from": mail.seq}],
+    }
+    assert LINK not in (state.finish or {}).get("summary", "")
+    rt.close()
+    capsys.readouterr()
+    assert main(["trace", agent_id, "--store", f"sqlite:///{tmp_path / 's.db'}"]) == 0
+    assert f"withheld: {LINK} (event {mail.seq})" in capsys.readouterr().out
 
 
 def test_a_clean_answer_is_journaled_as_the_models_own(tmp_path: Path) -> None:
@@ -315,4 +344,7 @@ def test_a_question_to_a_person_repeating_untrusted_text_is_marked(tmp_path: Pat
     first, second = events(rt, agent_id, Kind.INPUT_REQUESTED)
     assert first.data["provenance"]["source"] == "untrusted"
     assert "provenance" not in second.data
+    # the question, too, is shown with the link withheld
+    assert LINK not in first.data["prompt"] and "[link withheld" in first.data["prompt"]
+    assert first.data["provenance"]["withheld"][0]["value"] == LINK
     rt.close()

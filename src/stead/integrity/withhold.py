@@ -33,13 +33,14 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("link", re.compile(rf"{_WORD}*[a-z0-9-]\.[a-z]{{2,24}}/{_WORD}+", re.IGNORECASE)),
     ("e-mail address", re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")),
     ("host", re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}\b", re.I)),
-    ("identifier", re.compile(r"[A-Za-z0-9_-]{6,}")),
-    ("number", re.compile(r"\+?\d[\d \-]{3,}\d")),
-    ("amount", re.compile(r"\b\d{1,3}(?:,\d{3})*\.\d+\b|\b\d+\.\d+\b")),
     ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}\b")),
+    ("amount", re.compile(r"\b\d{1,3}(?:,\d{3})*\.\d+\b|\b\d+\.\d+\b")),
+    ("number", re.compile(r"\+?\d[\d \-]{3,}\d")),
+    ("identifier", re.compile(r"[A-Za-z0-9_-]{6,}")),
 )
 """What is looked for, by the name a placeholder gives it (as :mod:`stead.values`
-finds it)."""
+finds it); where two find the same span, the first names it (a date is also a
+token of digits and dashes)."""
 _TRAILING = ".,;:!?"
 
 
@@ -61,10 +62,7 @@ def withhold(
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(text):
             raw = m.group().rstrip(_TRAILING)
-            # a line of prose is a value too; only what has no space is withheld
-            found = sorted(
-                v for v in values(raw) if v in untrusted and v not in own and " " not in v
-            )
+            found = [v for v in _normalised(kind, raw) if v in untrusted and v not in own]
             if found:
                 source = max(untrusted[v] for v in found)
                 spans.append(_Span(m.start(), m.start() + len(raw), kind, source))
@@ -84,6 +82,17 @@ def withhold(
         at = span.end
     out.append(text[at:])
     return "".join(out), withheld
+
+
+def _normalised(kind: str, raw: str) -> set[str]:
+    """The values a match stands for, as :func:`stead.values.values` writes them."""
+    if kind == "number":
+        # a number may be written with spaces, so its match may run on into the next
+        # one: it stands for the whole, the values inside are matched on their own
+        digits = re.sub(r"[ \-]", "", raw)
+        return {digits} if sum(c.isdigit() for c in digits) >= 5 else set()
+    # a line of prose is a value too: only what has no space is withheld
+    return {v for v in values(raw) if " " not in v}
 
 
 def _placeholder(span: _Span) -> str:
