@@ -273,7 +273,9 @@ list names the first suites' ``effectful`` tools, and the defaults count those
 alone), a flow or a steered choice asks a person, and a person sees an answer
 that repeats untrusted text first. Tools that change things in place
 (``idempotent``: delete, cancel, remove, change a setting) and read-only ones
-(``fetch_url``) are not listed: the documentation says nothing of them."""
+(``fetch_url``) are not listed: the documentation says nothing of them, and
+the defaults check them (``changing``: every idempotent tool; a fetch is a send
+for its address)."""
 
 CONFIGS: dict[str, dict[str, Any] | None] = {
     "off": {"dataflow": {"off": True}},
