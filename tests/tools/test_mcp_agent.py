@@ -81,7 +81,11 @@ def test_an_agent_reads_the_time_and_commits_through_git_in_its_sandbox(
         {"finish": "committed"},
     ]
     seeded_repo(tmp_path)
-    rt, agent_id = make(tmp_path, bwrap, script, workspace="seed", mcp=[TIME, GIT])
+    # git_add changes the repository in place (idempotent: a changing call), and the
+    # file it names comes from git_status, a read: the spec says that status is the
+    # workspace's own data, not a third party's text, or the add would ask
+    rt, agent_id = make(tmp_path, bwrap, script, workspace="seed", mcp=[TIME, GIT],
+                        monitors={"dataflow": {"trusted": ["git__git_status"]}})  # fmt: skip
     listed = events(rt, agent_id, Kind.MCP_TOOLS_LISTED)
     assert [d["server"] for d in listed] == ["time", "git"]
     assert "git_commit" in [t["name"] for t in listed[1]["tools"]]
