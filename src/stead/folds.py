@@ -81,7 +81,7 @@ def _approval_requested(s: State, d: Mapping[str, Any], ev: Event) -> None:
             "status": "requested",
             "requested_at": ev.at,
             "seq": ev.seq,
-            "values": sorted(values(d.get("args"))),
+            "values": sorted(values(d.get("args"), s.provenance)),
         },
     }
     s.status, s.waiting_for = "waiting", "approval"
@@ -98,7 +98,10 @@ def _approval_granted(s: State, d: Mapping[str, Any], ev: Event) -> None:
             "valid_until": d["valid_until"],
         }
         s.approvals = {**s.approvals, d["approval_id"]: {**a, **granted}}
-        trust(s, a.get("values") or [])  # what a person approved is theirs
+        if s.provenance < 2:
+            # version 1: what a person approved became theirs, for every later call
+            # too; since version 2 an approval authorises that call alone
+            trust(s, a.get("values") or [])
     _wake_if_no_approval_pending(s)
 
 

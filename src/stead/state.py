@@ -97,6 +97,9 @@ class State:
     # values a person gave (their messages, the calls they approved): trusted where
     # they also appear in untrusted data (stead.values), the latest folds.TRUSTED_KEPT
     trusted_values: list[str] = field(default_factory=list)
+    # how values are read and what an approval means (stead.values.VERSION): 1 for
+    # agents made before the version was recorded, so their journals fold as before
+    provenance: int = 1
     # the latest results of system data with records a person may point at (their seqs)
     system_results: list[int] = field(default_factory=list)
     # the flows the user's task asks for (allow_flow), by id, with their uses spent
@@ -183,6 +186,7 @@ def apply_in_place(s: State, ev: Event) -> State:
             for g in d.get("goals", [])
         ]
         s.manifest = dict(d.get("manifest", {}))
+        s.provenance = int(d.get("provenance", 1))
         s.autonomy = d.get("autonomy", "act_autonomously")
         s.tool_autonomy = dict(d.get("tool_autonomy", {}))
     elif k == Kind.ACTIVATION_STARTED:
@@ -281,7 +285,7 @@ def apply_in_place(s: State, ev: Event) -> State:
         s.inflight = advance(s.inflight, d)
     elif k == Kind.INPUT_RECEIVED:
         s.inbox = [*s.inbox, d["text"]]
-        trust(s, values(d["text"]))
+        trust(s, values(d["text"], s.provenance))
         if s.status == "waiting" and s.waiting_for == "input":
             s.status, s.waiting_for, s.status_reason = "running", None, ""
     elif k == Kind.FINISH_CLAIMED:

@@ -21,6 +21,16 @@ normalized so that simple rewrites do not hide it:
 
 Short common words and small numbers are never values: they would connect
 everything to everything.
+
+**Version 2** (agents made since the data-flow rule's second version record
+``provenance: 2`` when they are made; older agents keep version 1, so their
+journals fold and audit as they always did) also reads a value in the forms a
+person writes it: a date in words ("January 11th 2025", "11 Jan 2025", with a
+time such as "at 4 pm") as ``2025-01-11`` and ``2025-01-11 16:00``; a date and
+time ``2024-05-19 16:00`` or ``2024-05-19T16:00`` as that date and
+``2024-05-19 16:00``, never as a long number; an amount with a decimal comma
+(``1.250,00``) as ``1250``; and a link with or without its scheme as its host
+and path (``ci.corp.example/runs/8812``).
 """
 
 from __future__ import annotations
@@ -65,13 +75,19 @@ def _url(raw: str) -> tuple[str, str]:
     return f"{scheme.lower()}://{host.lower()}{slash}{path}", host.lower().split(":")[0]
 
 
-def values(value: Any) -> set[str]:
-    """The normalized values in ``value`` (text, or JSON data) worth following."""
+VERSION = 2
+"""The version of value extraction new agents record (``provenance`` at creation)."""
+
+
+def values(value: Any, version: int = 1) -> set[str]:
+    """The normalized values in ``value`` (text, or JSON data) worth following, as
+    extraction ``version`` reads them."""
     found: set[str] = set()
+    of, cached = (_of_text, _cached) if version < 2 else (_of_text_v2, _cached_v2)
     for text in texts(value, numbers=True):
         # a short string is looked at again at each check of a step (a call's
         # arguments, the results they are matched with): its values are cached
-        found |= _cached(text) if len(text) <= CACHED_CHARS else _of_text(text)
+        found |= cached(text) if len(text) <= CACHED_CHARS else of(text)
     return found
 
 
@@ -116,3 +132,71 @@ def _of_text(text: str) -> frozenset[str]:
 
 
 _cached = lru_cache(maxsize=4096)(_of_text)
+
+
+_MONTHS = {
+    name: i + 1
+    for i, names in enumerate(
+        ("january jan", "february feb", "march mar", "april apr", "may", "june jun",
+         "july jul", "august aug", "september sep sept", "october oct",
+         "november nov", "december dec")
+    )
+    for name in names.split()
+}  # fmt: skip
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_MONTH = r"([A-Za-z]{3,9})\.?"
+_TIME = r"(?:,?\s*(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\.?)?"
+_WORD_DATES = (
+    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+(\d{{4}}){_TIME}", re.IGNORECASE), (1, 2, 3)),
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}}){_TIME}", re.IGNORECASE), (2, 1, 3)),
+)
+_ISO_STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2})?)?\b")
+_COMMA_AMOUNT = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})*|\d+),(\d{1,2})(?![\d,])")
+_LINK = re.compile(
+    r"(?:\bhttps?://)?\b((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})"
+    r"(/[^\s\"'<>()\[\]{}]*)",
+    re.IGNORECASE,
+)
+
+
+def _of_text_v2(text: str) -> frozenset[str]:
+    """The values of one string, version 2 (see the module's docstring)."""
+    found: set[str] = set()
+    for pattern, (m_at, d_at, y_at) in _WORD_DATES:
+        for m in pattern.finditer(text):
+            month = _MONTHS.get(m.group(m_at).lower())
+            day, year = int(m.group(d_at)), int(m.group(y_at))
+            if month is None or not 1 <= day <= 31:
+                continue
+            date = f"{year:04d}-{month:02d}-{day:02d}"
+            found.add(date)
+            if m.group(4):
+                hour = int(m.group(4)) % 12 + (12 if m.group(6).lower() == "p" else 0)
+                found.add(f"{date} {hour:02d}:{int(m.group(5) or 0):02d}")
+    for m in _ISO_STAMP.finditer(text):
+        found.add(m.group(1))
+        if m.group(2):
+            found.add(f"{m.group(1)} {m.group(2)}:{m.group(3)}")
+    for m in _COMMA_AMOUNT.finditer(text):
+        whole = m.group(1).replace(".", "")
+        amount = f"{whole}.{m.group(2)}".rstrip("0").rstrip(".")
+        if sum(c.isdigit() for c in amount) >= 3:
+            found.add(amount)
+    for m in _LINK.finditer(text):
+        path = m.group(2).rstrip(_TRAILING)
+        if len(path) > 1:
+            found.add(f"{m.group(1).lower()}{path}")
+    # a date, a time or an amount is never read as another number: blanked out first
+    rest = _COMMA_AMOUNT.sub(_blank, _ISO_STAMP.sub(_blank, text))
+    # a link is its host and path, with or without its scheme
+    return frozenset(found | {v for v in _of_text(rest) if not _SCHEME.match(v)})
+
+
+_SCHEME = re.compile(r"https?://")
+
+
+def _blank(m: re.Match[str]) -> str:
+    return " " * len(m.group())
+
+
+_cached_v2 = lru_cache(maxsize=4096)(_of_text_v2)

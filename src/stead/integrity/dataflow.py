@@ -63,7 +63,8 @@ class DataFlow(Rule):
     name = "dataflow"
     kinds = frozenset({Kind.TOOL_RESULT, Kind.INPUT_RECEIVED, Kind.APPROVAL_REQUESTED,
                        Kind.APPROVAL_GRANTED, Kind.DECISION, Kind.CONTEXT_COMPACTED,
-                       Kind.QUERY_ANSWERED, Kind.FLOW_ALLOWED, Kind.TOOL_INTENT})  # fmt: skip
+                       Kind.QUERY_ANSWERED, Kind.FLOW_ALLOWED, Kind.TOOL_INTENT,
+                       Kind.AGENT_CREATED})  # fmt: skip
 
     def __init__(
         self,
@@ -111,6 +112,9 @@ class DataFlow(Rule):
         # tools whose untrusted results the model is shown as handles (stead.integrity.handles)
         self.hide = sorted(set(hide))
         self.tainted: list[Entry] = []
+        # how values are read, and whether an approval makes them the person's
+        # (stead.values.VERSION; the agent's, set from its state or its creation)
+        self.version = 1
         # the records of the system's own results (stead.integrity.pointing), by seq
         self.system: list[tuple[int, list[Record]]] = []
         self._pointed: tuple[Any, set[str]] = (None, set())  # pointed(), made once per change
@@ -168,7 +172,7 @@ class DataFlow(Rule):
         output = data.get("output")
         if keys is None or "[secret:" in dumps(output):
             return []
-        return records(output, keys)
+        return records(output, keys, self.version)
 
     def taints(self, data: Mapping[str, Any]) -> bool:
         """Whether a tool result (its event data) holds text that must not flow out.
@@ -177,7 +181,7 @@ class DataFlow(Rule):
         holds none is not remembered, so it never pushes out one that does.
         """
         part = self._untrusted_part(data)
-        return part is not None and (any(True for _ in _strings(part)) or bool(values(part)))
+        return part is not None and (any(True for _ in _strings(part)) or bool(self._values(part)))
 
     def _entry(self, ev: Event) -> Entry:
         if ev.kind == Kind.QUERY_ANSWERED:
@@ -191,7 +195,7 @@ class DataFlow(Rule):
         words = (
             set().union(*(tokens(t) for t in texts(part, numbers=True))) if self.naming else set()
         )
-        return Entry(ev.seq, set(_strings(part)), values(part), words, steers, tool)
+        return Entry(ev.seq, set(_strings(part)), self._values(part), words, steers, tool)
 
     def _tainting(self, ev: Event) -> bool:
         if ev.kind == Kind.QUERY_ANSWERED:
@@ -200,8 +204,9 @@ class DataFlow(Rule):
 
     def observe(self, ev: Event) -> Violation | None:
         d = ev.data
-        used = (d.get("provenance") or {}).get("allowed_by") if "provenance" in d else None
-        if used and ev.kind in (Kind.TOOL_INTENT, Kind.TOOL_RESULT):
+        calls = (Kind.TOOL_INTENT, Kind.TOOL_RESULT)
+        used = (d.get("provenance") or {}).get("allowed_by") if ev.kind in calls else None
+        if used:
             self.allowances.use(str(used))  # as the state counts it (state._use_allowance)
         if ev.kind == Kind.TOOL_RESULT and d.get("system"):
             held = self.system_records(d)
@@ -216,13 +221,17 @@ class DataFlow(Rule):
         elif ev.kind == Kind.FLOW_ALLOWED and d.get("ok"):
             self.allowances.add(d["allowance"])
         elif ev.kind == Kind.INPUT_RECEIVED:
-            self.trusted |= values(d.get("text"))
+            self.trusted |= self._values(d.get("text"))
             self.trusted_text.append(str(d.get("text") or "").lower())
             self._person_tokens |= tokens(self.trusted_text[-1])
         elif ev.kind == Kind.APPROVAL_REQUESTED:
-            self._asked[str(d.get("approval_id"))] = values(d.get("args"))
+            self._asked[str(d.get("approval_id"))] = self._values(d.get("args"))
         elif ev.kind == Kind.APPROVAL_GRANTED:
-            self.trusted |= self._asked.pop(str(d.get("approval_id")), set())
+            approved = self._asked.pop(str(d.get("approval_id")), set())
+            if self.version < 2:  # since version 2 an approval authorises that call alone
+                self.trusted |= approved
+        elif ev.kind == Kind.AGENT_CREATED:
+            self.version = int(d.get("provenance", 1))
         return None
 
     def resume(
@@ -264,6 +273,9 @@ class DataFlow(Rule):
             if entry.steers and (entry.seq in self._in_view or entry.seq > self._through)
         )
 
+    def _values(self, value: Any) -> set[str]:
+        return values(value, self.version)
+
     def pointed(self) -> set[str]:
         """The values of the system's records a person pointed at: theirs, whatever
         untrusted text also holds them or was in view (:mod:`.pointing`)."""
@@ -276,7 +288,7 @@ class DataFlow(Rule):
     def _own(self, text: str) -> bool:
         """Whether ``text`` is what a person gave: all its values are trusted, or a
         person wrote it word for word."""
-        found = values(text)
+        found = self._values(text)
         if found and found <= self.trusted:
             return True
         lowered = text.strip().lower()
@@ -285,7 +297,7 @@ class DataFlow(Rule):
     def _from(self, value: Any) -> list[int]:
         """The tainted results whose values or text ``value`` holds (and no person gave)."""
         text = dumps(value)
-        parts, found = set(_strings(value)), values(value)
+        parts, found = set(_strings(value)), self._values(value)
         own = found & (self.trusted | self.pointed())
         return [
             seq
@@ -323,7 +335,7 @@ class DataFlow(Rule):
         out: dict[str, dict[str, Any]] = {}
         fed, allowed = self._fed(tool, args)
         for name, value in args.items():
-            seqs, found = fed.get(str(name)), values(value)
+            seqs, found = fed.get(str(name)), self._values(value)
             if seqs:
                 out[str(name)] = {"source": "untrusted", "from": seqs}
                 if allowed is not None:
@@ -397,7 +409,7 @@ def _chosen(value: Any, rule: DataFlow) -> bool:
     """Whether ``value`` holds a value no person gave that someone chose: an address,
     a link, an identifier, a number (not prose, which the model writes itself); a
     value from a record of the system's data a person pointed at is theirs."""
-    return any(" " not in v for v in values(value) - rule.trusted - rule.pointed())
+    return any(" " not in v for v in rule._values(value) - rule.trusted - rule.pointed())
 
 
 def _under(value: Any, keys: set[str]) -> Iterable[Any]:

@@ -96,11 +96,12 @@ def words_of(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-def records(output: Any, drop: set[str]) -> list[Record]:
+def records(output: Any, drop: set[str], version: int = 1) -> list[Record]:
     """The records of a trusted result, each with its values and words; ``drop``
     names the fields that are someone else's text."""
     found = [
-        (frozenset(values(text)), frozenset(tokens(text))) for text in _record_texts(output, drop)
+        (frozenset(values(text, version)), frozenset(tokens(text)))
+        for text in _record_texts(output, drop)
     ]
     return [r for r in found if r[0]][:MAX_RECORDS]
 

@@ -35,9 +35,12 @@ PRIME_EVENTS = 64
 
 
 def monitors_for(
-    spec: Mapping[str, Any], tools: Mapping[str, Tool], *, strict: bool = False
+    spec: Mapping[str, Any], tools: Mapping[str, Tool], *, strict: bool = False, version: int = 1
 ) -> MonitorSet:
     """The spec's monitors; a broken section is a SpecError naming the field.
+
+    ``version`` is the agent's provenance version (:data:`stead.values.VERSION`):
+    how the data-flow rule reads values, and what an approval means.
 
     The tools that hold secrets are where the data-flow rule looks for leaks.
     ``strict`` (when an agent is made) also refuses a data-flow name or pattern
@@ -47,7 +50,7 @@ def monitors_for(
     goals = [g for g in spec.get("goals") or [] if isinstance(g, Mapping)]
     written = [spec.get("instructions"), *(g.get("description") for g in goals)]
     try:
-        return build_monitors(
+        built = build_monitors(
             spec.get("monitors"),
             secret_tools=[name for name, t in tools.items() if t.secrets],
             untrusted_tools=[
@@ -79,11 +82,15 @@ def monitors_for(
             ],
             load=lambda ref: import_object(ref, [base], "monitor"),
             tool_names=[*tools, *_mcp_named(spec)] if strict else None,
-            trusted=values(written),
+            trusted=values(written, version),
             trusted_text=[t for t in written if isinstance(t, str)],
         )
     except MonitorConfigError as exc:
         raise SpecError(f"spec field {exc}") from None
+    rule = built.dataflow()
+    if rule is not None:
+        rule.version = version
+    return built
 
 
 def _mcp_named(spec: Mapping[str, Any]) -> list[str]:
@@ -101,7 +108,7 @@ class Watch:
 
     def __init__(self, act: AgentPort) -> None:
         self.act = act
-        self.monitors = monitors_for(act.record.spec, act.tools)
+        self.monitors = monitors_for(act.record.spec, act.tools, version=act.state.provenance)
         self._recording = False
         self.session = drift.empty()  # this activation's behaviour, for drift
         self.session["sessions"] = 1

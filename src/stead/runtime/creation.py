@@ -23,6 +23,7 @@ from ..spec import AgentSpec, initial_scope
 from ..state import State
 from ..store.base import AgentRecord
 from ..tools.mcp.servers import listings
+from ..values import VERSION
 from .authority import new_grant
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def create(rt: Runtime, spec: AgentSpec, agent_id: str | None = None) -> State:
                 "model": spec.model,
                 "manifest": staging.scan(),
                 "seeded_from": spec.workspace,
+                "provenance": VERSION,
             },
         )
         author = f"spec author {rt.person()}"
