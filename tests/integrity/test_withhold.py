@@ -92,3 +92,14 @@ def test_a_withheld_answer_holds_no_untrusted_value_and_every_trusted_one(
     for g in good:
         assert g in shown, (g, shown)
     assert len(withheld) >= 1
+
+
+def test_version_2_withholds_values_in_the_forms_people_write_them() -> None:
+    """A decimal comma, a date in words and a date-time are withheld whole."""
+    source = "Invoice: 1.250,00 EUR due December 20th 2026; call at 2024-05-19 16:00"
+    untrusted = {v: 8 for v in values(source, 2)}
+    text, withheld = withhold(
+        "It is 1.250,00 EUR, due 20 December 2026; call at 2024-05-19 16:00.", untrusted, set(), 2
+    )
+    assert [w["value"] for w in withheld] == ["1.250,00", "20 December 2026", "2024-05-19 16:00"]
+    assert "1.250" not in text and ",00" not in text and "2026" not in text

@@ -402,7 +402,7 @@ class DataFlow(Rule):
         untrusted: dict[str, int] = {}
         for entry in self.tainted:  # oldest first: a value's latest source is named
             untrusted |= dict.fromkeys(entry.values, entry.seq)
-        return withhold(text, untrusted, self.trusted | self.pointed())
+        return withhold(text, untrusted, self.trusted | self.pointed(), self.version)
 
 
 def _chosen(value: Any, rule: DataFlow) -> bool:

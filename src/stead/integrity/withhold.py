@@ -33,7 +33,12 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("link", re.compile(rf"{_WORD}*[a-z0-9-]\.[a-z]{{2,24}}/{_WORD}+", re.IGNORECASE)),
     ("e-mail address", re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")),
     ("host", re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}\b", re.I)),
-    ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}\b")),
+    ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2})?\b")),
+    # a date in words, as version 2 of stead.values reads it ("January 11th 2025")
+    ("date", re.compile(r"\b[A-Za-z]{3,9}\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}\b")),
+    ("date", re.compile(r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?[A-Za-z]{3,9}\.?,?\s+\d{4}\b")),
+    # an amount with a decimal comma, whole ("1.250,00", not "1.250" and ",00")
+    ("amount", re.compile(r"\b\d{1,3}(?:\.\d{3})+,\d{1,2}\b|\b\d+,\d{1,2}\b")),
     ("amount", re.compile(r"\b\d{1,3}(?:,\d{3})*\.\d+\b|\b\d+\.\d+\b")),
     ("number", re.compile(r"\+?\d[\d \-]{3,}\d")),
     ("identifier", re.compile(r"[A-Za-z0-9_-]{6,}")),
@@ -52,7 +57,7 @@ class _Span(NamedTuple):
 
 
 def withhold(
-    text: str, untrusted: Mapping[str, int], own: Container[str]
+    text: str, untrusted: Mapping[str, int], own: Container[str], version: int = 1
 ) -> tuple[str, list[dict[str, Any]]]:
     """``text`` with each value it repeats from ``untrusted`` (a normalised value →
     the event it came from) and not ``own`` (a person gave it) replaced by a
@@ -62,7 +67,7 @@ def withhold(
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(text):
             raw = m.group().rstrip(_TRAILING)
-            found = [v for v in _normalised(kind, raw) if v in untrusted and v not in own]
+            found = [v for v in _normalised(kind, raw, version) if v in untrusted and v not in own]
             if found:
                 source = max(untrusted[v] for v in found)
                 spans.append(_Span(m.start(), m.start() + len(raw), kind, source))
@@ -84,7 +89,7 @@ def withhold(
     return "".join(out), withheld
 
 
-def _normalised(kind: str, raw: str) -> set[str]:
+def _normalised(kind: str, raw: str, version: int) -> set[str]:
     """The values a match stands for, as :func:`stead.values.values` writes them."""
     if kind == "number":
         # a number may be written with spaces, so its match may run on into the next
@@ -92,7 +97,7 @@ def _normalised(kind: str, raw: str) -> set[str]:
         digits = re.sub(r"[ \-]", "", raw)
         return {digits} if sum(c.isdigit() for c in digits) >= 5 else set()
     # a line of prose is a value too: only what has no space is withheld
-    return {v for v in values(raw) if " " not in v}
+    return {v for v in values(raw, version) if " " not in v}
 
 
 def _placeholder(span: _Span) -> str:
