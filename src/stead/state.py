@@ -311,6 +311,9 @@ def apply_in_place(s: State, ev: Event) -> State:
             s.flows_allowed = {**s.flows_allowed, allowance["id"]: dict(allowance)}
     elif k == Kind.QUERY_ANSWERED:
         s.inflight = advance(s.inflight, d)
+        s.model_requests += len(d.get("attempts", ()))
+        if "usage" in d:  # the reader's tokens and spend count in the agent's budget
+            s.usage = {"tokens": d["usage"]["total_tokens"], "spend": d["usage"]["total_spend"]}
         if d.get("ok"):  # a reader's answer keeps the hidden text's origin past a restart
             s.tainted = [*s.tainted, ev.seq][-TAINTED_KEPT:]
     elif k in KIND_FOLDS:

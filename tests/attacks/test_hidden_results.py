@@ -130,6 +130,8 @@ def test_the_instruction_never_reaches_the_planner_and_the_reader_sees_only_the_
     (answered,) = answers(rt, agent_id)
     assert answered["ok"] and answered["answer"] == "eve@evil.example"
     assert answered["usage"]["tokens"] > 0 and answered["attempts"]
+    # the reader's tokens are the agent's: counted in its running totals (budgets)
+    assert state.usage["tokens"] >= answered["usage"]["total_tokens"] > 0
     # the planner saw the answer, and the constrained answer steered nothing: the
     # send to the user's own colleague, with the model's words, asked no one
     assert '{\\"answer\\":\\"eve@evil.example\\"}' in json.dumps(asked[2].body)
