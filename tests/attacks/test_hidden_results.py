@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from stead import Kind, Runtime, parse_spec
+from stead import Kind, Runtime
 from stead.tools.base import Tool, as_tool, tool
 
 from ..models import conftest as model_fixtures
-from ..models.agents import runtime
+from ..models.agents import provider_agent, runtime
 from ..models.fake_servers import FakeServer, Reply, Seen
 from ..models.test_providers import text_answer, tool_answer
 
@@ -52,16 +52,11 @@ TOOLS: dict[str, Tool] = {t.__name__: as_tool(t) for t in (read_inbox, send_emai
 
 
 def agent(rt: Runtime, tmp_path: Path, provider: str, url: str) -> str:
-    rt.vault().set("default", f"{provider.upper()}_API_KEY", KEY, to=["127.0.0.1"],
-                   at=rt.clock.now())  # fmt: skip
-    spec = {
-        "name": "mail",
-        "instructions": "Tell carol@corp.example who sent me an invoice.",
-        "model": {"provider": provider, "name": "m-1", "base_url": url},
-        "scope": [{"tool": "*"}],
-        "monitors": {"dataflow": {"hide": ["read_inbox"]}},
-    }
-    return rt.create(parse_spec(spec, tmp_path)).agent_id
+    return provider_agent(
+        rt, tmp_path, provider, url, KEY, name="mail",
+        instructions="Tell carol@corp.example who sent me an invoice.",
+        scope=[{"tool": "*"}], monitors={"dataflow": {"hide": ["read_inbox"]}},
+    )  # fmt: skip
 
 
 def is_reader(body: Any) -> bool:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from stead import FakeClock, Kind, Runtime
+from stead import FakeClock, Kind, Runtime, parse_spec
 from stead.runtime.context import Renderer
 from stead.store.sqlite import SqliteStore
 from stead.tools.registry import load_tools
@@ -44,3 +44,14 @@ def assert_resumes_render_the_same(rt: Runtime, agent_id: str, every: int = 1) -
         renderer = Renderer(record.spec, tools)
         renderer.follow(_Until(rt.store, d.seq - 1), before)
         assert renderer.render(before).hash == d.data["context_hash"], d.seq
+
+
+def provider_agent(
+    rt: Runtime, tmp_path: Path, provider: str, url: str, key: str, **spec: Any
+) -> str:
+    """An agent of ``spec`` driven by ``provider``'s model at ``url`` (a fake server
+    on 127.0.0.1), its API key ``key`` in the vault, bound to that host."""
+    rt.vault().set("default", f"{provider.upper()}_API_KEY", key, to=["127.0.0.1"],
+                   at=rt.clock.now())  # fmt: skip
+    model = {"provider": provider, "name": "m-1", "base_url": url}
+    return rt.create(parse_spec({**spec, "model": model}, tmp_path)).agent_id

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from stead import Kind, Runtime, parse_spec
+from stead import Kind, Runtime
 from stead.tools.base import Tool, as_tool, tool
 
-from .agents import runtime
+from .agents import provider_agent, runtime
 from .fake_servers import FakeServer
 from .test_providers import tool_answer
 
@@ -40,15 +40,10 @@ PLAN = ("allow_flow", {"from": "read_bill", "to": "pay", "reason": "the user nam
 
 
 def agent(rt: Runtime, tmp_path: Path, provider: str, url: str) -> str:
-    rt.vault().set("default", f"{provider.upper()}_API_KEY", KEY, to=["127.0.0.1"],
-                   at=rt.clock.now())  # fmt: skip
-    spec = {
-        "name": "bills",
-        "instructions": "Pay the bill in my saved file.",
-        "model": {"provider": provider, "name": "m-1", "base_url": url},
-        "scope": [{"tool": "*"}],
-    }
-    return rt.create(parse_spec(spec, tmp_path)).agent_id
+    return provider_agent(
+        rt, tmp_path, provider, url, KEY, name="bills",
+        instructions="Pay the bill in my saved file.", scope=[{"tool": "*"}],
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(("provider", "first"), [("openai", True), ("anthropic", True),
