@@ -230,8 +230,8 @@ def apply_in_place(s: State, ev: Event) -> State:
                 "args": d["args"],
                 "ok": d["ok"],
                 # what the model was shown: hidden parts as handles (stead.integrity.handles)
-                "output": d["shown"] if "shown" in d else d.get("output"),
-                "error": d.get("error"),
+                "output": d["shown"] if "shown" in d and d["ok"] else d.get("output"),
+                "error": d["shown"] if "shown" in d and not d["ok"] else d.get("error"),
                 "seq": ev.seq,  # for provenance: which result a later call drew on
             },
         )

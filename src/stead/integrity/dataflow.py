@@ -18,6 +18,7 @@ from .allowances import Allowances
 from .identifiers import named, tokens
 from .monitors import MIN_FLOW_CHARS, Call, Rule, Violation
 from .pointing import Record, pointed, records, words_of
+from .quarantine import steers as answer_steers
 from .withhold import withhold
 
 
@@ -140,10 +141,23 @@ class DataFlow(Rule):
                 found |= keys
         return found
 
+    def hides_failures(self, tool: str, data: Mapping[str, Any]) -> bool:
+        """Whether a failed result's error is hidden from the model: a hidden tool's,
+        or a call's a handle was put into (an error can quote what the call read)."""
+        if data.get("ok"):
+            return False
+        return bool(data.get("handles")) or any(fnmatch.fnmatchcase(tool, p) for p in self.hide)
+
     def hidden_fields(self, tool: str, data: Mapping[str, Any]) -> tuple[bool, set[str] | None]:
         """Whether a result (its event data, before it is journaled) is to be hidden
-        from the model, and what of it: the whole (None) or its untrusted fields."""
-        if not data.get("ok") or not any(fnmatch.fnmatchcase(tool, p) for p in self.hide):
+        from the model, and what of it: the whole (None) or its untrusted fields. A
+        result of a call a handle was put into is hidden whole, whatever the tool: it
+        may echo the hidden text (a word count, a translation)."""
+        if not data.get("ok"):
+            return False, set()
+        if data.get("handles"):
+            return True, None
+        if not any(fnmatch.fnmatchcase(tool, p) for p in self.hide):
             return False, set()
         keys = self.fields_of(tool)
         if keys is None or "[secret:" in dumps(data.get("output")):
@@ -155,6 +169,8 @@ class DataFlow(Rule):
         if not data.get("ok"):
             return None
         output = data.get("output")
+        if data.get("handles"):
+            return output  # what a call made of hidden text is that text's
         keys = self.fields_of(str(data["tool"]))
         if "[secret:" in dumps(output):
             return output  # a secret-bearing result, whatever its fields
@@ -163,16 +179,17 @@ class DataFlow(Rule):
         return list(_under(output, keys)) if keys else None
 
     def system_records(self, data: Mapping[str, Any]) -> list[Record]:
-        """The records of a result's system data (all of it for a trusted tool's,
-        the fields not declared untrusted for another's): none for a failed,
-        secret-bearing or wholly untrusted result."""
-        if not data.get("ok"):
+        """The records of a trusted tool's result (one that declares its results
+        system data, or that the spec names ``trusted``): none for any other, nor for
+        a failed or secret-bearing one. The system fields of a result with untrusted
+        ones are not records: a third party may write them too (a sender's name)."""
+        tool = str(data["tool"])
+        if not data.get("ok") or not any(fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools):
             return []
-        keys = self.fields_of(str(data["tool"]))
         output = data.get("output")
-        if keys is None or "[secret:" in dumps(output):
+        if "[secret:" in dumps(output):
             return []
-        return records(output, keys, self.version)
+        return records(output, set(), self.version)
 
     def taints(self, data: Mapping[str, Any]) -> bool:
         """Whether a tool result (its event data) holds text that must not flow out.
@@ -186,7 +203,7 @@ class DataFlow(Rule):
     def _entry(self, ev: Event) -> Entry:
         if ev.kind == Kind.QUERY_ANSWERED:
             # a constrained answer about hidden text: its values keep the text's origin
-            part, steers = ev.data.get("answer"), False
+            part, steers = ev.data.get("answer"), answer_steers(ev.data.get("schema") or {})
             source = ev.data.get("source")
             tool = next((e.tool for e in self.tainted if e.seq == source), "")
         else:
@@ -230,8 +247,9 @@ class DataFlow(Rule):
             approved = self._asked.pop(str(d.get("approval_id")), set())
             if self.version < 2:  # since version 2 an approval authorises that call alone
                 self.trusted |= approved
-        elif ev.kind == Kind.AGENT_CREATED:
+        elif ev.kind == Kind.AGENT_CREATED:  # a replay from the start (stead check)
             self.version = int(d.get("provenance", 1))
+            self.trusted |= self._values(self.trusted_text)
         return None
 
     def resume(
@@ -281,8 +299,9 @@ class DataFlow(Rule):
         untrusted text also holds them or was in view (:mod:`.pointing`)."""
         key = (len(self.trusted_text), tuple(seq for seq, _ in self.system))
         if self._pointed[0] != key:
-            held = (r for _, records_of in self.system for r in records_of)
-            self._pointed = (key, pointed(held, words_of(self.trusted_text)))
+            words = words_of(self.trusted_text)
+            found = set().union(*(pointed(held, words) for _, held in self.system))
+            self._pointed = (key, found)
         return self._pointed[1]
 
     def _own(self, text: str) -> bool:

@@ -81,6 +81,9 @@ def answer_query(act: _Reading, index: int, action: Mapping[str, Any]) -> None:
                 "model": said.model,
             }
             answer = read_answer(said.text, schema)
+    except RecursionError:  # a schema nested past what can be checked
+        act.emit(Kind.QUERY_ANSWERED, **asked, ok=False, error="query: the schema nests too deep")
+        return
     except (InvalidAnswer, ModelError) as exc:
         act.emit(Kind.QUERY_ANSWERED, **asked, ok=False, error=str(exc), **spent)
         return

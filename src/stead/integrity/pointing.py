@@ -7,9 +7,11 @@ agent takes a value from it. Such a value is the person's choice, whatever
 untrusted text was in view when the agent took it, so it is not counted as
 influence (:class:`~stead.integrity.dataflow.DataFlow`).
 
-A record is a line of a text result, or the scalar fields of one object of a
-JSON result (without the fields declared untrusted). A person points at it
-when it holds one of their words (four letters or more, not a common word):
+A record is a line of a trusted tool's result (one that declares its results
+system data, or that the spec names trusted), or the scalar fields of one
+object of it. A person points at it when it holds one of their words (four
+letters or more, not a common word) that stands in at most two records of that
+result (a word every row holds points at none):
 the hotel list's record for the Ritz holds no word of "book a hotel for two
 nights", so a choice of it after reading a review still asks.
 """
@@ -126,10 +128,22 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
+MAX_POINTED = 2
+"""A word that stands in more records of one result than this points at none of them
+("read", "paid": a status every row has)."""
+
+
 def pointed(held: Iterable[Record], words: frozenset[str]) -> set[str]:
-    """The values of the records that hold one of ``words``."""
+    """The values of the records of one result that hold one of ``words``, counting
+    only the words that stand in at most :data:`MAX_POINTED` of its records."""
+    held = list(held)
+    hits: dict[str, int] = {}
+    for _, record_words in held:
+        for w in record_words & words:
+            hits[w] = hits.get(w, 0) + 1
+    naming = frozenset(w for w, n in hits.items() if n <= MAX_POINTED)
     out: set[str] = set()
     for found, record_words in held:
-        if record_words & words:
+        if record_words & naming:
             out |= found
     return out

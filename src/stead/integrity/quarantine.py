@@ -7,10 +7,14 @@ nothing else of the run, and takes the answer only if it is JSON that fits the
 schema. The answer is what reaches the planning model: it never reads the text.
 
 The schema must constrain: a boolean, a number or an integer, a string with an
-``enum``, a ``format`` (``date``, ``date-time``, ``time``, ``email``, ``uri``)
-or a ``pattern`` (at most :data:`MAX_STRING` characters in any case), or an
-array of those (at most :data:`MAX_ITEMS`). A free string is refused: it could
-carry the injected instruction back into the planner's view. A constrained
+``enum`` or a ``format`` (``date``, ``date-time``, ``time``, ``email``, ``uri``;
+at most :data:`MAX_STRING` characters), or an array of those (at most
+:data:`MAX_ITEMS`); the schema checked is rebuilt from those keys alone. A free
+string (a ``pattern`` too: unanchored, it lets prose through) is refused: it
+could carry the injected instruction back into the planner's view. An address or
+a link can still carry words, so such an answer counts as untrusted text in the
+model's view (:func:`steers`); a boolean, a number, a date or an enum's value
+does not. A constrained
 answer can still be wrong or chosen by the text (a fooled reader answers with
 the attacker's address), so it keeps its origin: the data-flow rule follows it
 as it follows the result it came from.
@@ -19,7 +23,6 @@ as it follows the result it came from.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +30,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
-from ..canonical import dumps
+from ..canonical import dumps, strict_loads
 from ..errors import InvalidAnswer
 
 MAX_STRING = 200
@@ -46,50 +49,75 @@ _URI = re.compile(r"^https?://[^\s\"'<>]+$", re.IGNORECASE)
 
 
 def check_schema(schema: Any) -> dict[str, Any]:
-    """``schema`` if it constrains an answer as the module says; else
-    :class:`~stead.errors.InvalidAnswer` saying what to change."""
+    """The schema an answer is checked against, rebuilt from ``schema``'s constraining
+    keys alone (nothing else a model wrote reaches the validator: no ``prefixItems``
+    or ``contains`` beside ``items``, no nesting past an array of scalars), with
+    ``maxItems`` always set; :class:`~stead.errors.InvalidAnswer` says what to change."""
     if not isinstance(schema, Mapping):
         raise InvalidAnswer(
             'query: schema must be a JSON Schema object, such as {"type": "boolean"}'
         )
-    checked: dict[str, Any] = dict(schema)
-    try:
-        Draft202012Validator.check_schema(checked)
-    except SchemaError as exc:
-        raise InvalidAnswer(f"query: the schema is not a JSON Schema: {exc.message}") from None
-    if checked.get("type") == "array":
-        items = checked.get("items")
+    if schema.get("type") == "array":
+        items = schema.get("items")
         if not isinstance(items, Mapping):
             raise InvalidAnswer("query: an array schema needs items, a schema for each value")
-        _scalar(items)
-        if int(checked.get("maxItems", MAX_ITEMS)) > MAX_ITEMS:
-            raise InvalidAnswer(f"query: an array answer holds at most {MAX_ITEMS} values")
-        return checked
-    _scalar(checked)
-    return checked
+        most = schema.get("maxItems", MAX_ITEMS)
+        if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= MAX_ITEMS:
+            raise InvalidAnswer(f"query: an array answer holds 1 to {MAX_ITEMS} values")
+        built: dict[str, Any] = {"type": "array", "items": _scalar(items), "maxItems": most}
+    else:
+        built = _scalar(schema)
+    try:
+        Draft202012Validator.check_schema(built)
+    except SchemaError as exc:
+        raise InvalidAnswer(f"query: the schema is not a JSON Schema: {exc.message}") from None
+    return built
 
 
-def _scalar(schema: Mapping[str, Any]) -> None:
+def _scalar(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """One value's schema, rebuilt from the keys that constrain it."""
     if "enum" in schema:
-        if not isinstance(schema["enum"], list) or not schema["enum"]:
-            raise InvalidAnswer("query: enum must list the answers allowed")
-        return
+        enum = schema["enum"]
+        if (
+            not isinstance(enum, list)
+            or not 1 <= len(enum) <= MAX_ITEMS
+            or not all(
+                isinstance(v, str | int | float | bool) and len(str(v)) <= MAX_STRING for v in enum
+            )
+        ):
+            raise InvalidAnswer(
+                f"query: enum must list 1 to {MAX_ITEMS} answers, each a short string or number"
+            )
+        return {"enum": list(enum)}
     kind = schema.get("type")
     if kind not in _SCALARS:
         raise InvalidAnswer(
-            "query: the answer must be a boolean, a number, an integer, a constrained string "
-            "or an array of those; give type (or enum)"
+            "query: the answer must be a boolean, a number, an integer, a string with an "
+            "enum or a format, or an array of those; give type (or enum)"
         )
-    if kind != "string":
-        return
-    if schema.get("format") in FORMATS or "pattern" in schema:
-        if int(schema.get("maxLength", MAX_STRING)) > MAX_STRING:
-            raise InvalidAnswer(f"query: a string answer is at most {MAX_STRING} characters")
-        return
+    if kind in ("number", "integer"):
+        bounds = {
+            k: v
+            for k in ("minimum", "maximum")
+            if isinstance(v := schema.get(k), int | float) and not isinstance(v, bool)
+        }
+        return {"type": kind, **bounds}
+    if kind == "boolean":
+        return {"type": kind}
+    if schema.get("format") in FORMATS:
+        return {"type": "string", "format": schema["format"], "maxLength": MAX_STRING}
     raise InvalidAnswer(
         "query: a free string could carry the text's instructions back to you; constrain it "
-        f"with enum, a format ({', '.join(FORMATS)}) or a pattern"
+        f"with enum or a format ({', '.join(FORMATS)})"
     )
+
+
+def steers(schema: Mapping[str, Any]) -> bool:
+    """Whether an answer of ``schema`` can carry words (an address, a link): such an
+    answer counts as untrusted text in the model's view; a boolean, a number, a date
+    or one of an enum's values does not."""
+    inner = schema.get("items", schema) if schema.get("type") == "array" else schema
+    return inner.get("format") in ("email", "uri")
 
 
 def prompt(schema: Mapping[str, Any], question: str, text: Any) -> str:
@@ -105,8 +133,8 @@ def read_answer(raw: str, schema: Mapping[str, Any]) -> Any:
     if body.startswith("```"):  # a fence despite the prompt: its content only
         body = body.strip("`").removeprefix("json").strip()
     try:
-        value = json.loads(body)
-    except ValueError:
+        value = strict_loads(body)
+    except (ValueError, RecursionError):
         raise InvalidAnswer("query: the reader's answer was not JSON") from None
     check_answer(value, schema)
     return value
@@ -189,9 +217,6 @@ def _all_of(schema: Mapping[str, Any], text: str) -> list[Any]:
         numbers = [float(m.group()) for m in _NUMBER.finditer(text)]
         return [int(n) for n in numbers if n.is_integer()] if kind == "integer" else numbers
     if kind == "string":
-        pattern = schema.get("pattern")
-        finder = _FINDERS.get(str(schema.get("format"))) or (
-            re.compile(str(pattern).strip("^$")) if pattern else None
-        )
+        finder = _FINDERS.get(str(schema.get("format")))
         return [m.group() for m in finder.finditer(text)] if finder else []
     return []

@@ -220,6 +220,9 @@ class Watch:
         rule = self.monitors.dataflow()
         if rule is None:
             return {}
+        if rule.hides_failures(tool, result):
+            note = "[the call failed; its error message is untrusted text, hidden from you]"
+            return {"hidden": {"fields": None, "error": True}, "shown": note}
         hidden, fields = rule.hidden_fields(tool, {"tool": tool, **result})
         if not hidden:
             return {}

@@ -112,8 +112,8 @@ def read_on(call: str, offset: int, more: int) -> str:
 
 
 def _output_text(d: Mapping[str, Any], call: str) -> tuple[str, bool]:
-    if not d.get("ok"):
-        return str(d.get("error") or "failed"), True
+    if not d.get("ok"):  # an error quoting hidden text is hidden too
+        return str(d["shown"] if "shown" in d else d.get("error") or "failed"), True
     output = d["shown"] if "shown" in d else d.get("output")  # hidden parts as handles
     text = output if isinstance(output, str) else dumps(output)
     if len(text) > RESULT_CAP:

@@ -336,8 +336,7 @@ class Runtime(AuthorityActions, EndingActions):
             tools = self.tools_for(record)
         except ToolError:
             tools = {}  # a tool the embedding program provides; markers still show
-        version = self.store.load_state(agent_id).provenance
-        monitors = monitors_for(record.spec, tools, version=version)
+        monitors = monitors_for(record.spec, tools)  # its version from the agent's creation
         events = list(self.store.read_events(agent_id))
         monitors.start(events[0].at)
         found = replay(events, monitors)

@@ -162,7 +162,9 @@ def _run_tool(
     if rerun:
         origin = {}  # recorded with its intent
     if act.watch is not None:  # a result the model must not read is shown as handles
-        result |= act.watch.hiding(name, result, act.state.version + 1)
+        result |= act.watch.hiding(name, result | result_of, act.state.version + 1)
+        if handles and result.get("ok"):
+            result["tainted"] = True  # what it made of hidden text is that text's
     act.emit(Kind.TOOL_RESULT, **result_of, rerun=rerun, **result, **delta, **shown, **origin)
     if unset:
         # not the model's mistake: stop, so a person fixes the vault and resumes
