@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -179,3 +180,15 @@ def test_the_same_events_under_version_2_trust_only_what_the_person_wrote() -> N
     assert set(state.trusted_values) == values("The review is on 2024-05-19 16:00.", 2)
     assert {"2024-05-19", "2024-05-19 16:00"} <= set(state.trusted_values)
     assert not values(ATTACKER_LINK, 2) & set(state.trusted_values)
+
+
+@pytest.mark.parametrize(
+    "written", ["2024-05-19 at 4 pm", "2024-05-19 4:00 pm", "2024-05-19, 4 PM", "2024-05-19T16:00"]
+)
+def test_a_time_beside_an_iso_date_is_that_date_and_time(written: str) -> None:
+    assert values(written, 2) == values("2024-05-19 16:00", 2) == {"2024-05-19", "2024-05-19 16:00"}
+
+
+def test_a_trailing_slash_names_the_same_page() -> None:
+    link = "ci.corp.example/runs/8812"
+    assert link in values("HTTPS://CI.corp.example/runs/8812/", 2) & values(link, 2)
