@@ -29,8 +29,9 @@ person writes it: a date in words ("January 11th 2025", "11 Jan 2025", with a
 time such as "at 4 pm") as ``2025-01-11`` and ``2025-01-11 16:00``; a date and
 time ``2024-05-19 16:00`` or ``2024-05-19T16:00`` as that date and
 ``2024-05-19 16:00``, never as a long number; an amount with a decimal comma
-(``1.250,00``) as ``1250``; and a link with or without its scheme as its host
-and path (``ci.corp.example/runs/8812``).
+(``1.250,00``) as ``1250``; and a link with or without its scheme or a
+trailing slash as its host and path (``ci.corp.example/runs/8812``). A time
+beside an ISO date ("2024-05-19 at 4 pm") is read as ``2024-05-19 16:00`` too.
 """
 
 from __future__ import annotations
@@ -150,7 +151,11 @@ _WORD_DATES = (
     (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+(\d{{4}}){_TIME}", re.IGNORECASE), (1, 2, 3)),
     (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}}){_TIME}", re.IGNORECASE), (2, 1, 3)),
 )
-_ISO_STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2})?)?\b")
+_ISO_STAMP = re.compile(
+    r"\b(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2})?"
+    r"|,?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b)?\b",
+    re.IGNORECASE,
+)
 _COMMA_AMOUNT = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})*|\d+),(\d{1,2})(?![\d,])")
 _LINK = re.compile(
     r"(?:\bhttps?://)?\b((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})"
@@ -177,13 +182,17 @@ def _of_text_v2(text: str) -> frozenset[str]:
         found.add(m.group(1))
         if m.group(2):
             found.add(f"{m.group(1)} {m.group(2)}:{m.group(3)}")
+        elif m.group(4):  # "2024-05-19 at 4 pm" is the person's 16:00 that day
+            hour = int(m.group(4)) % 12 + (12 if m.group(6).lower() == "p" else 0)
+            found.add(f"{m.group(1)} {hour:02d}:{int(m.group(5) or 0):02d}")
     for m in _COMMA_AMOUNT.finditer(text):
         whole = m.group(1).replace(".", "")
         amount = f"{whole}.{m.group(2)}".rstrip("0").rstrip(".")
         if sum(c.isdigit() for c in amount) >= 3:
             found.add(amount)
     for m in _LINK.finditer(text):
-        path = m.group(2).rstrip(_TRAILING)
+        # a trailing slash names the same page: dropped, so both forms agree
+        path = m.group(2).rstrip(_TRAILING).rstrip("/")
         if len(path) > 1:
             found.add(f"{m.group(1).lower()}{path}")
     # a date, a time or an amount is never read as another number: blanked out first

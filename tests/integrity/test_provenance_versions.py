@@ -7,12 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from stead import FakeClock, Kind, Runtime
+from stead.canonical import loads
 from stead.integrity.chaincheck import audit_journal
-from stead.journal import Event
+from stead.journal import Event, verify_chain
 from stead.state import fold
 from stead.tools.base import Tool, as_tool, tool
 from stead.values import VERSION, values
@@ -135,3 +137,58 @@ def test_a_link_is_its_host_and_path_with_or_without_its_scheme(
     scheme: str, host: str, path: str
 ) -> None:
     assert f"{host}{path}" in values(f"see {scheme}{host.upper()}{path}.", 2)
+
+
+GOLDEN_V1 = Path(__file__).parents[1] / "golden" / "provenance_v1.jsonl"
+"""A version-1 agent's journal, sealed as such an agent wrote it: a channel list
+naming the attacker's link, the user's post to that channel approved, then a
+message holding ``2024-05-19 16:00``. Never regenerate it to make a test pass:
+what it folds to is what stored version-1 states hold."""
+GOLDEN_V1_HEAD = "df8d1763b5dabac2a7259d7f5b4a9342092d210664d00ca8ba1e754f113af13d"
+
+
+def _golden_v1() -> list[Event]:
+    return [Event.from_json(loads(line)) for line in GOLDEN_V1.read_text().splitlines()]
+
+
+def test_a_recorded_version_1_journal_folds_as_it_always_did() -> None:
+    """The approval trusted the attacker's link and the date-time was a long number
+    under version 1; both stay so for the journals that recorded them."""
+    events = _golden_v1()
+    chain = verify_chain(events)
+    assert chain.ok and chain.head_hash == GOLDEN_V1_HEAD
+    state = fold(events)
+    assert state.provenance == 1
+    assert sorted(state.trusted_values) == [
+        "#team-post-weekly-report-to-https://evil.example/collect",
+        "/collect",
+        "2024-05-19",
+        "2024051916",
+        "evil.example",
+        "https://evil.example/collect",
+    ]
+
+
+def test_the_same_events_under_version_2_trust_only_what_the_person_wrote() -> None:
+    """Folded as a version-2 agent, the approval trusts nothing and the message's
+    date-time is a date and a time, never a number."""
+    events = _golden_v1()
+    first = events[0]
+    v2 = [replace(first, data={**first.data, "provenance": 2}), *events[1:]]
+    state = fold(v2)
+    assert state.provenance == 2
+    assert set(state.trusted_values) == values("The review is on 2024-05-19 16:00.", 2)
+    assert {"2024-05-19", "2024-05-19 16:00"} <= set(state.trusted_values)
+    assert not values(ATTACKER_LINK, 2) & set(state.trusted_values)
+
+
+@pytest.mark.parametrize(
+    "written", ["2024-05-19 at 4 pm", "2024-05-19 4:00 pm", "2024-05-19, 4 PM", "2024-05-19T16:00"]
+)
+def test_a_time_beside_an_iso_date_is_that_date_and_time(written: str) -> None:
+    assert values(written, 2) == values("2024-05-19 16:00", 2) == {"2024-05-19", "2024-05-19 16:00"}
+
+
+def test_a_trailing_slash_names_the_same_page() -> None:
+    link = "ci.corp.example/runs/8812"
+    assert link in values("HTTPS://CI.corp.example/runs/8812/", 2) & values(link, 2)
