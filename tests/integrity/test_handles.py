@@ -315,3 +315,11 @@ def test_a_schema_nested_deep_is_refused_without_reading_it_all() -> None:
         deep = {"type": "array", "items": deep}
     with pytest.raises(InvalidAnswer, match="boolean"):
         check_schema(deep)
+
+
+def test_hiding_works_when_nothing_is_outbound(tmp_path: Path) -> None:
+    """A spec that only hides (no outbound, no changing tools) still hides."""
+    only = {"dataflow": {"hide": ["read_inbox"], "outbound": [], "changing": []}}
+    rt, agent_id, _ = run(tmp_path, [{"tool": "read_inbox"}, {"finish": "read"}], only)
+    (result,) = events(rt, agent_id, Kind.TOOL_RESULT)
+    assert result["hidden"] == {"fields": None} and "evil" not in str(result["shown"])

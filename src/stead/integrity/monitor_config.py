@@ -128,8 +128,8 @@ def build_monitors(
         if name == "dataflow":
             if tool_names is not None:
                 _match_tools(config.get(name) or {}, sorted(tool_names))
-            if not params.get("outbound") and not params.get("changing"):
-                continue  # nothing is outbound or changing: no flow to watch
+            if not any(params.get(k) for k in ("outbound", "changing", "hide")):
+                continue  # nothing goes out, changes or is hidden: nothing to watch
             rules.append(
                 DataFlow(
                     # what the spec lists ("*": everything) and what tools declare
