@@ -20,7 +20,7 @@ any other untrusted result still ask.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidAnswer
@@ -100,8 +100,7 @@ class Allowances:
     def use(self, allowance_id: str) -> None:
         a = self.held.get(allowance_id)
         if a is not None:
-            self.held = {**self.held, a.id: Allowance(a.id, a.source, a.target, a.args,
-                                                      a.uses, a.used + 1)}  # fmt: skip
+            self.held = {**self.held, a.id: replace(a, used=a.used + 1)}
 
     def load(self, held: Mapping[str, Mapping[str, Any]]) -> None:
         """Take the allowances the state keeps (a restarted activation)."""

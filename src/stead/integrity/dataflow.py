@@ -128,7 +128,7 @@ class DataFlow(Rule):
     def fields_of(self, tool: str) -> set[str] | None:
         """Which of ``tool``'s results are untrusted: all (None), or the fields named
         (none: an empty set)."""
-        if any(fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools):
+        if self.is_system(tool):
             return set()
         if tool in self.untrusted:  # named outright: more precise than any pattern
             keys = self.untrusted[tool]
@@ -178,13 +178,17 @@ class DataFlow(Rule):
             return output
         return list(_under(output, keys)) if keys else None
 
+    def is_system(self, tool: str) -> bool:
+        """Whether ``tool``'s results are system data (it says so, or the spec does)."""
+        return any(fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools)
+
     def system_records(self, data: Mapping[str, Any]) -> list[Record]:
         """The records of a trusted tool's result (one that declares its results
         system data, or that the spec names ``trusted``): none for any other, nor for
         a failed or secret-bearing one. The system fields of a result with untrusted
         ones are not records: a third party may write them too (a sender's name)."""
         tool = str(data["tool"])
-        if not data.get("ok") or not any(fnmatch.fnmatchcase(tool, p) for p in self.trusted_tools):
+        if not data.get("ok") or not self.is_system(tool):
             return []
         output = data.get("output")
         if "[secret:" in dumps(output):

@@ -230,10 +230,11 @@ class Watch:
         return {"hidden": {"fields": None if fields is None else sorted(fields)}, "shown": shown}
 
     def system(self, result: Mapping[str, Any]) -> bool:
-        """Whether a tool result holds system data whose records a person may point at
-        (:mod:`stead.integrity.pointing`)."""
+        """Whether a tool result is a trusted tool's, whose records a person may point
+        at (:mod:`stead.integrity.pointing`): decided by its tool alone, on the call's
+        path; the records are read once, when the rule observes the result."""
         rule = self.monitors.dataflow()
-        return rule is not None and bool(rule.system_records(result))
+        return rule is not None and bool(result.get("ok")) and rule.is_system(str(result["tool"]))
 
     def taints(self, result: Mapping[str, Any]) -> bool:
         """Whether a tool result is one the data-flow rule must not let flow out."""
