@@ -23,6 +23,7 @@ from stead import FakeClock, Runtime, parse_spec
 from stead.canonical import dumps
 from stead.errors import IntegrityError, SecretError, StaleEpoch
 from stead.governance.identity import IDENTITY_SECRET
+from stead.integrity import anchoring
 from stead.integrity.anchoring import Signer, check_before_run
 from stead.integrity.audit import audit
 from stead.integrity.keys import ensure_identity
@@ -181,6 +182,56 @@ def test_resuming_checks_only_the_events_since_the_last_check(tmp_path: Path) ->
     rt.store.read_events = counting  # type: ignore[method-assign]
     assert check_before_run(rt.store, rt.store.load_state(agent), None) == anchor.version
     assert reads == [version]  # only what `send` wrote since `run` was checked
+
+
+def test_a_long_activation_leaves_the_next_check_a_bounded_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An activation advances the checked seq as it commits, keeping only its newest
+    events for the next check: an edit among them is still refused at once, an edit
+    of an older one of its events is left to the audit."""
+    monkeypatch.setattr(anchoring, "RECHECKED", 12)
+    many = "".join(f"- {{remember: {{k{i}: v{i}}}}}\n" for i in range(20))
+    (tmp_path / "s.yaml").write_text(many + "- {wait_for_input: 'next?'}\n- {finish: done}\n")
+    db = tmp_path / "s.db"
+    rt = Runtime(SqliteStore(db), tmp_path / "data", clock=FakeClock())
+    spec = {"name": "a", "model": "scripted:s.yaml", "tools": []}
+    agent = rt.create(parse_spec(spec, tmp_path)).agent_id
+    rt.run(agent)
+    version = rt.store.load_state(agent).version
+    anchor = rt.store.get_anchor(agent)
+    assert version > 40 and anchor is not None
+    assert anchor.verified == version - 12  # not 2, where the activation began
+
+    reads: list[int] = []
+    real = rt.store.read_events
+
+    def counting(agent_id: str, from_seq: int = 1, to_seq: int | None = None) -> Any:
+        reads.append(from_seq)
+        return real(agent_id, from_seq, to_seq)
+
+    rt.store.read_events = counting  # type: ignore[method-assign]
+    check_before_run(rt.store, rt.store.load_state(agent), None)
+    assert reads == [version - 12]
+    rt.store.read_events = real  # type: ignore[method-assign]
+
+    def edit(seq: int) -> None:
+        data = next(r[3] for r in rows(db, agent) if r[0] == seq)
+        sql(db, "UPDATE events SET data = ? WHERE agent_id = ? AND seq = ?",
+            data.replace('"v', '"w'), agent, seq)  # fmt: skip
+
+    written = [int(r[0]) for r in rows(db, agent) if r[1] == "memory_written"]
+    recent = next(s for s in reversed(written) if s > version - 12)
+    edit(recent)
+    assert_refused(rt, agent, lambda: rt.send(agent, "hi"), f"event {recent} does not verify")
+    edit_back = next(r[3] for r in rows(db, agent) if r[0] == recent).replace('"w', '"v')
+    sql(db, "UPDATE events SET data = ? WHERE agent_id = ? AND seq = ?", edit_back, agent, recent)
+
+    old = written[0]  # of the same activation, but behind the tail it left
+    edit(old)
+    rt.send(agent, "hi")  # not checked again by the next activation...
+    report = audit(rt.store, agent)
+    assert not report.ok and report.bad_event == old  # ...but the audit finds it
 
 
 # -- item: an anchored chain cannot be re-hashed -------------------------------------
