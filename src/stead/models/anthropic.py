@@ -10,12 +10,14 @@ tokens it reports are journaled with the decision's usage.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InvalidAnswer
 from . import sse
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
+from .conversation import Turn
+from .encoding import Growing
 from .provider import SYSTEM_PROMPT, ProviderModel, count
 
 API_VERSION = "2023-06-01"
@@ -34,25 +36,55 @@ class AnthropicModel(ProviderModel):
         return out
 
     def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
+        return {
+            **self._head(context),
+            "messages": _messages(context),
+            "tools": _tools(tools),
+            **self._settings(),
+        }
+
+    def _head(self, context: RenderedContext) -> dict[str, Any]:
         system = f"{SYSTEM_PROMPT}\n\n{context.system}" if context.messages else SYSTEM_PROMPT
-        body: dict[str, Any] = {
+        return {
             "model": self.options.name,
             "max_tokens": self.options.max_tokens,
             "system": [{"type": "text", "text": system, "cache_control": _CACHE}],
-            "messages": _messages(context),
-            "tools": [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "input_schema": dict(t.parameters) or {"type": "object"},
-                }
-                for t in tools
-            ],
-            "tool_choice": {"type": "any"},
         }
+
+    def _settings(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tool_choice": {"type": "any"}}
         if self.options.temperature is not None:
-            body["temperature"] = min(self.options.temperature, 1.0)
-        return body
+            out["temperature"] = min(self.options.temperature, 1.0)
+        return out
+
+    def encode(self, context: RenderedContext, tools: list[ToolSpec]) -> bytes:
+        body = self._body
+        kept = body.begin(context)
+        if not context.messages or body.irregular:
+            return super().encode(context, tools)
+        for t in kept:
+            body.add(t)
+        # the turns after the final ones go on a copy: they may change by the next step
+        step = body.copy()
+        for t in context.messages[body.count : -1]:
+            step.add(t)
+        if step.irregular or context.messages[-1].role != "user":
+            body.irregular = True  # not the shape the parts are kept for: as a whole
+            return super().encode(context, tools)
+        messages = step.close(context.messages[-1])
+        body.encoded += step.encoded
+        return b"".join((
+            b"{", body.fields(self._head(context)),
+            b',"messages":[', messages,
+            b'],"tools":', body.tools(context, lambda: _tools(tools)),
+            b",", body.fields({**self._settings(), **self.stream_fields()}), b"}",
+        ))  # fmt: skip
+
+    @property
+    def _body(self) -> _Body:
+        if self._growing is None:
+            self._growing = _Body()
+        return cast(_Body, self._growing)
 
     def side_request(self, system: str, text: str) -> dict[str, Any]:
         return {
@@ -95,6 +127,33 @@ class AnthropicModel(ProviderModel):
 
 
 _CACHE = {"type": "ephemeral"}
+_BEGIN = {"role": "user", "content": [{"type": "text", "text": "Begin."}]}
+
+
+def _tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t.name,
+            "description": t.description,
+            "input_schema": dict(t.parameters) or {"type": "object"},
+        }
+        for t in tools
+    ]
+
+
+def _blocks(t: Turn) -> list[dict[str, Any]]:
+    """The content blocks of one turn (a user-side turn has one)."""
+    if t.role == "assistant":
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": t.text}] if t.text else []
+        return blocks + [
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.args)} for c in t.calls
+        ]
+    if t.role == "tool":
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": t.call_id, "content": t.text}
+        if t.is_error:
+            block["is_error"] = True
+        return [block]
+    return [{"type": "text", "text": t.text}]
 
 
 def _messages(context: RenderedContext) -> list[dict[str, Any]]:
@@ -106,29 +165,71 @@ def _messages(context: RenderedContext) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in context.messages:
         if t.role == "assistant":
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": t.text}] if t.text else []
-            blocks += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.args)}
-                for c in t.calls
-            ]
-            out.append({"role": "assistant", "content": blocks})
+            out.append({"role": "assistant", "content": _blocks(t)})
             continue
-        if t.role == "tool":
-            block: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": t.call_id,
-                "content": t.text,
-            }
-            if t.is_error:
-                block["is_error"] = True
-        else:
-            block = {"type": "text", "text": t.text}
         if not out or out[-1]["role"] != "user":
             out.append({"role": "user", "content": []})
-        out[-1]["content"].append(block)
+        out[-1]["content"] += _blocks(t)
     if out[0]["role"] != "user":
-        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "Begin."}]})
+        out.insert(0, _BEGIN)
     stable = [b for m in out for b in m["content"]][:-1]
     if stable:
         stable[-1]["cache_control"] = _CACHE
     return out
+
+
+class _Body(Growing):
+    """The messages of the final turns: those closed, encoded, and the last one
+    still open (a user message takes the blocks of the turns after it; its last
+    block may be the one that carries the cache breakpoint)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reset()
+
+    def reset(self) -> None:
+        self.before = b""  # the closed messages of the body a step copied
+        self.done = bytearray()  # closed messages, each followed by a comma
+        self.role = ""  # of the open message ("": none yet)
+        self.open: list[dict[str, Any]] = []  # its blocks
+        self.parts: list[bytes] = []  # and their JSON
+        self.irregular = False
+
+    def copy(self) -> _Body:
+        """A body to add this step's other turns to, leaving this one as it is."""
+        other = _Body()
+        other.before = bytes(self.done)
+        other.role, other.open, other.parts = self.role, list(self.open), list(self.parts)
+        return other
+
+    def add(self, t: Turn) -> None:
+        blocks = _blocks(t)
+        role = "assistant" if t.role == "assistant" else "user"
+        if not blocks:  # no block for the breakpoint to stand on: sent as a whole
+            self.irregular = True
+            return
+        if not self.role and role == "assistant":
+            self.done += self.json(_BEGIN) + b","
+        if role == "assistant" or role != self.role:
+            self._close(self.parts)
+            self.role = role
+        self.open += blocks
+        self.parts += [self.json(b) for b in blocks]
+
+    def _close(self, parts: list[bytes]) -> None:
+        if self.role:
+            content = b",".join(parts)
+            self.done += b'{"role":"' + self.role.encode() + b'","content":[' + content + b"]},"
+            self.open, self.parts = [], []
+
+    def close(self, status: Turn) -> bytes:
+        """The messages with ``status`` last, the breakpoint on the block before it."""
+        parts = list(self.parts)
+        if self.open:
+            parts[-1] = self.json({**self.open[-1], "cache_control": _CACHE})
+        (block,) = _blocks(status)
+        if self.role != "user":
+            self._close(parts)
+            self.role, parts = "user", []
+        self._close([*parts, self.json(block)])
+        return self.before + bytes(self.done[:-1])

@@ -79,6 +79,11 @@ class RenderedContext:
     """The characters of the canonical JSON the hash was taken over (a size estimate)."""
     hiding: bool = False
     """Some results are hidden from the model as handles: it is offered ``query``."""
+    final: int = 0
+    """How many of ``messages`` are sent unchanged at every later step of ``lineage``:
+    a wire format may keep their encoding from one step to the next."""
+    lineage: object | None = None
+    """The conversation the messages belong to; a new one after each compaction."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,6 +134,16 @@ class Transcript:
     cut_results: dict[str, int] = field(default_factory=dict)
     """The journal seq of each result shown cut, by the model's id of its call."""
     _answered: set[str] = field(default_factory=set)
+    # What is sent, kept as it grows so a step costs what is new, not the whole
+    # conversation: the turns in their final order up to the newest decision (only
+    # ever appended to until a compaction), and the raw turns since that decision,
+    # ordered at each step. A new decision closes what came before it for good.
+    _final: list[Turn] = field(default_factory=list)
+    _tail: list[Turn] = field(default_factory=list)
+    _made: set[str] = field(default_factory=set)
+    lineage: object = field(default_factory=object)
+    """Changes when the final turns are rebuilt (a compaction): until then, what was
+    sent at one step is a prefix of what is sent at the next."""
 
     def observe(self, ev: Event) -> None:
         """Add what ``ev`` shows the model, if anything."""
@@ -160,7 +170,7 @@ class Transcript:
                     self._ids[str(action["call_id"])] = cid
                 calls.append(call_of(action, cid))
             text = "\n\n".join(w for w in words if w)
-            self.turns.append(Turn("assistant", text, calls=tuple(calls), seq=ev.seq))
+            self._add(Turn("assistant", text, calls=tuple(calls), seq=ev.seq))
         elif k == Kind.TOOL_RESULT:
             runtime_id = str(d["call_id"])
             call = self._ids.get(runtime_id, runtime_id)
@@ -177,31 +187,54 @@ class Transcript:
             if target:
                 self._result(str(target), str(said), bool(failed), ev.seq)
             elif target == "" and failed:  # a text answer taken as a finish, not accepted
-                self.turns.append(Turn("user", f"Your answer was taken as the task's end, "
-                                       f"but it was {said}", seq=ev.seq))  # fmt: skip
+                self._add(Turn("user", f"Your answer was taken as the task's end, "
+                               f"but it was {said}", seq=ev.seq))  # fmt: skip
         elif k in _TOLD:
-            self.turns.append(Turn("user", _TOLD[k](d), seq=ev.seq))
+            self._add(Turn("user", _TOLD[k](d), seq=ev.seq))
 
     def _result(self, call_id: str, text: str, error: bool, seq: int) -> None:
         if call_id in self._answered:  # a later word on a call already answered
-            self.turns.append(Turn("user", f"About your call {call_id}: {text}", seq=seq))
+            self._add(Turn("user", f"About your call {call_id}: {text}", seq=seq))
             return
         self._answered.add(call_id)
-        self.turns.append(Turn("tool", text, call_id=call_id, is_error=error, seq=seq))
+        self._add(Turn("tool", text, call_id=call_id, is_error=error, seq=seq))
+
+    def _add(self, turn: Turn) -> None:
+        self.turns.append(turn)
+        self._send(turn)
+
+    def _send(self, turn: Turn) -> None:
+        """Place ``turn`` among what is sent. A result whose call is not in the
+        conversation (compacted away, or never the model's) is not sent."""
+        if turn.role == "assistant":
+            # everything before a decision is in its final order now: each call
+            # answered (or said not to have run), what waited placed after
+            self._final += _ordered(self._tail)
+            self._tail = []
+            self._made.update(c.id for c in turn.calls)
+        elif turn.role == "tool" and turn.call_id not in self._made:
+            return
+        self._tail.append(turn)
 
     def compact(self, through: int, summary: str) -> None:
         """Replace the turns up to journal seq ``through`` by ``summary``."""
         self.summary, self.through = summary, through
         self.turns = [t for t in self.turns if t.seq > through]
+        self.lineage = object()
+        self._final = [Turn("user", f"Summary of the work so far:\n{summary}")] if summary else []
+        self._tail, self._made = [], set()
+        for t in self.turns:
+            self._send(t)
+
+    @property
+    def final(self) -> int:
+        """How many of the turns :meth:`messages` returns stay as they are at every
+        later step of this :attr:`lineage`."""
+        return len(self._final)
 
     def messages(self, status: str) -> list[Turn]:
         """The turns to send: the summary, the turns (every call answered), the status."""
-        made = {c.id for t in self.turns if t.role == "assistant" for c in t.calls}
-        kept = [t for t in self.turns if t.role != "tool" or t.call_id in made]
-        head = (
-            [Turn("user", f"Summary of the work so far:\n{self.summary}")] if self.summary else []
-        )
-        return head + _ordered(kept) + [Turn("user", status)]
+        return [*self._final, *_ordered(self._tail), Turn("user", status)]
 
 
 def _ordered(turns: Sequence[Turn]) -> list[Turn]:

@@ -35,10 +35,13 @@ import asyncio
 import json
 import random
 import time
+import urllib.request
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -191,7 +194,7 @@ def post_json(
     client: httpx.Client,
     url: str,
     headers: Mapping[str, str],
-    body: Mapping[str, Any],
+    body: Mapping[str, Any] | bytes,
     *,
     service: str,
     max_retries: int,
@@ -201,11 +204,12 @@ def post_json(
     read: Read | None = None,
     watch: Watch | None = None,
 ) -> Exchange:
-    """POST ``body`` as JSON and return the answer's JSON, retrying as described above.
+    """POST ``body`` as JSON (or as the JSON bytes it already is) and return the
+    answer's JSON, retrying as described above.
     Each attempt ends within ``timeout`` seconds in all on a client from
     :func:`~stead.models.bounded.bounded_client`; on another transport (a test's, a
     replay) the time is checked as the answer's bytes come."""
-    payload = json.dumps(body, ensure_ascii=False).encode()
+    payload = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode()
     sending = {**headers, "content-type": "application/json"}
     loop = _exchange(service, max_retries, rng, read)
     answer: Sent | None = None
@@ -254,7 +258,7 @@ async def apost_json(
     session: aiohttp.ClientSession,
     url: str,
     headers: Mapping[str, str],
-    body: Mapping[str, Any],
+    body: Mapping[str, Any] | bytes,
     *,
     service: str,
     max_retries: int,
@@ -273,7 +277,7 @@ async def apost_json(
     attempt, its body included."""
     import aiohttp
 
-    payload = json.dumps(body, ensure_ascii=False).encode()
+    payload = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode()
     sending = {**headers, "content-type": "application/json"}
     limits = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 10.0))
     loop = _exchange(service, max_retries, rng, read)
@@ -287,7 +291,12 @@ async def apost_json(
                 continue
             try:
                 async with session.post(
-                    url, data=payload, headers=sending, timeout=limits, allow_redirects=False
+                    url,
+                    data=payload,
+                    headers=sending,
+                    timeout=limits,
+                    allow_redirects=False,
+                    proxy=proxy_for(session, url),
                 ) as got:
                     kind = got.headers.get("content-type", "")
                     try:
@@ -306,6 +315,28 @@ async def apost_json(
                 answer = httpx.ConnectError(str(exc) or type(exc).__name__)
     except StopIteration as done:
         return cast(Exchange, done.value)
+
+
+_PROXIES: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def read_proxies(session: aiohttp.ClientSession) -> None:
+    """Read the environment's proxies (``HTTPS_PROXY``, ``NO_PROXY``...) once for
+    ``session``, as httpx reads them once for a client: a session made with
+    ``trust_env`` would look them up, and ``~/.netrc``, on a thread at every request."""
+    _PROXIES[session] = urllib.request.getproxies_environment()
+
+
+def proxy_for(session: aiohttp.ClientSession, url: str) -> str | None:
+    """The proxy a request of ``session`` to ``url`` goes through, if any."""
+    proxies = _PROXIES.get(session)
+    if not proxies:
+        return None
+    parts = urlsplit(url)
+    # NO_PROXY, as urllib and httpx read it (the function is not in the type stubs)
+    if urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):  # type: ignore[attr-defined]
+        return None
+    return proxies.get(parts.scheme)
 
 
 async def _bounded(

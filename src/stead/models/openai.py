@@ -8,12 +8,14 @@ shown back to the model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InvalidAnswer
 from . import sse
 from .actions import ToolCall, ToolSpec
 from .base import RenderedContext
+from .conversation import Turn
+from .encoding import Growing
 from .provider import SYSTEM_PROMPT, ProviderModel, count
 
 
@@ -27,27 +29,41 @@ class OpenAIModel(ProviderModel):
         return {"authorization": f"Bearer {self._key}"} if self._key else {}
 
     def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
-        body: dict[str, Any] = {
+        return {
             "model": self.options.name,
             "messages": _messages(context),
-            "tools": [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": dict(t.parameters) or {"type": "object"},
-                    },
-                }
-                for t in tools
-            ],
+            "tools": _tools(tools),
+            **self._settings(),
         }
+
+    def _settings(self) -> dict[str, Any]:
         # OpenAI's own API takes max_completion_tokens (its reasoning models refuse
         # max_tokens); the servers that speak its format take max_tokens
-        body[self._max_key()] = self.options.max_tokens
+        out: dict[str, Any] = {self._max_key(): self.options.max_tokens}
         if self.options.temperature is not None:
-            body["temperature"] = self.options.temperature
-        return body
+            out["temperature"] = self.options.temperature
+        return out
+
+    def encode(self, context: RenderedContext, tools: list[ToolSpec]) -> bytes:
+        if not context.messages:
+            return super().encode(context, tools)
+        body = self._body
+        for t in body.begin(context):
+            body.done += b"," + body.json(_message(t))
+        tail = b"".join(b"," + body.json(_message(t)) for t in context.messages[body.count :])
+        system = body.json(_system(context))
+        return b"".join((
+            b'{"model":', body.json(self.options.name),
+            b',"messages":[', system, body.done, tail,
+            b'],"tools":', body.tools(context, lambda: _tools(tools)),
+            b",", body.fields({**self._settings(), **self.stream_fields()}), b"}",
+        ))  # fmt: skip
+
+    @property
+    def _body(self) -> _Body:
+        if self._growing is None:
+            self._growing = _Body()
+        return cast(_Body, self._growing)
 
     def _max_key(self) -> str:
         official = self.options.base_url.startswith("https://api.openai.com/")
@@ -91,30 +107,57 @@ class OpenAIModel(ProviderModel):
         return calls, str(message.get("content") or ""), tokens
 
 
+class _Body(Growing):
+    """The encoded messages of the conversation's final turns, each after a comma."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = bytearray()
+
+    def reset(self) -> None:
+        self.done = bytearray()
+
+
+def _tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": dict(t.parameters) or {"type": "object"},
+            },
+        }
+        for t in tools
+    ]
+
+
+def _system(context: RenderedContext) -> dict[str, Any]:
+    return {"role": "system", "content": f"{SYSTEM_PROMPT}\n\n{context.system}"}
+
+
 def _messages(context: RenderedContext) -> list[dict[str, Any]]:
     if not context.messages:  # a context rendered as one document
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": context.text},
         ]
-    out: list[dict[str, Any]] = [
-        {"role": "system", "content": f"{SYSTEM_PROMPT}\n\n{context.system}"}
-    ]
-    for t in context.messages:
-        if t.role == "assistant":
-            turn: dict[str, Any] = {"role": "assistant", "content": t.text or None}
-            if t.calls:  # the API refuses an empty list: a text answer has none
-                turn["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.args_json},
-                    }
-                    for c in t.calls
-                ]
-            out.append(turn)
-        elif t.role == "tool":
-            out.append({"role": "tool", "tool_call_id": t.call_id, "content": t.text})
-        else:
-            out.append({"role": "user", "content": t.text})
-    return out
+    return [_system(context), *(_message(t) for t in context.messages)]
+
+
+def _message(t: Turn) -> dict[str, Any]:
+    if t.role == "assistant":
+        turn: dict[str, Any] = {"role": "assistant", "content": t.text or None}
+        if t.calls:  # the API refuses an empty list: a text answer has none
+            turn["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.args_json},
+                }
+                for c in t.calls
+            ]
+        return turn
+    if t.role == "tool":
+        return {"role": "tool", "tool_call_id": t.call_id, "content": t.text}
+    return {"role": "user", "content": t.text}

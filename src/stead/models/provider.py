@@ -33,6 +33,7 @@ from . import sse
 from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
 from .bounded import bounded_client
+from .encoding import Growing
 from .endpoints import with_hint
 from .http import Attempt, Exchange, _json, apost_json, post_json
 from .options import ModelOptions
@@ -136,6 +137,22 @@ class ProviderModel:
 
     def request(self, context: RenderedContext, tools: list[ToolSpec]) -> dict[str, Any]:
         raise NotImplementedError
+
+    _growing: Growing | None = None
+
+    def encode(self, context: RenderedContext, tools: list[ToolSpec]) -> bytes:
+        """The body of the request for ``context``, asking for a stream, as JSON
+        bytes: what :meth:`request` gives, encoded. A wire format keeps the encoding
+        of the turns that no longer change (:mod:`.encoding`)."""
+        body = json.dumps(self._streamed(self.request(context, tools)), ensure_ascii=False)
+        self._growing = self._growing or Growing()
+        self._growing.encoded = len(body)
+        return body.encode()
+
+    @property
+    def encoded_bytes(self) -> int:
+        """The bytes of JSON the last request encoded afresh (:mod:`.encoding`)."""
+        return self._growing.encoded if self._growing is not None else 0
 
     def side_request(self, system: str, text: str) -> dict[str, Any]:
         """A request with no tools and nothing of the run: ``system`` then ``text``
@@ -276,7 +293,7 @@ class ProviderModel:
 
     def _asking(
         self, context: RenderedContext, tools: list[ToolSpec]
-    ) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any]]:
+    ) -> tuple[str, dict[str, str], bytes, dict[str, Any]]:
         """What both ways of asking send (the URL, the headers, the body asking for a
         stream) and how they hold the exchange (retries, deadline, reading, the live
         text); the decision's step is the live text's."""
@@ -290,8 +307,7 @@ class ProviderModel:
             "read": self._read,
             "watch": self._watch,
         }
-        body = self._streamed(self.request(context, tools))
-        return self.endpoint(), self.headers(), body, held
+        return self.endpoint(), self.headers(), self.encode(context, tools), held
 
     @contextlib.contextmanager
     def _asked(self) -> Iterator[None]:

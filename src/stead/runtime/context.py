@@ -9,15 +9,16 @@ model was shown.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..canonical import dumps, sha256_hex
 from ..integrity.handles import hides
 from ..journal import Event
 from ..models.base import RenderedContext
-from ..models.conversation import Transcript, status_text
+from ..models.conversation import Transcript, Turn, status_text
 from ..state import RECENT_CALLS, State
 from ..store.base import Store
 from ..tools.base import Tool
@@ -60,6 +61,10 @@ class Renderer:
         self._actions = '"actions":["query"],' if self.hiding else ""
 
         self._lines: dict[str, str] = {}
+        system = spec.get("instructions") or "(no instructions)"
+        self._system = f"# Agent {spec['name']}\n\n## Instructions\n{system}\n"
+        self._system_json = dumps(self._system)
+        self._prefix = _Hashed(object(), "")
 
     def _line(self, c: Mapping[str, Any]) -> str:
         line = self._lines.get(c["call_id"])
@@ -132,25 +137,53 @@ class Renderer:
         )
 
     def _conversation(self, state: State) -> RenderedContext:
-        assert self.transcript is not None
-        system = self.spec.get("instructions") or "(no instructions)"
-        system = f"# Agent {self.spec['name']}\n\n## Instructions\n{system}\n"
-        messages = tuple(self.transcript.messages(status_text(self.spec, state)))
-        body = "[" + ",".join(m.encoded for m in messages) + "]"  # each turn encoded once
-        hashed = (
-            f'{{{self._actions}"messages":{body},"system":{dumps(system)},'
-            f'"tools":{self._schemas_json}}}'
-        )
+        transcript = self.transcript
+        assert transcript is not None
+        messages = tuple(transcript.messages(status_text(self.spec, state)))
+        final = transcript.final
+        # the canonical JSON of {actions?, messages, system, tools}, hashed as it grows:
+        # the final turns are hashed once, whatever the conversation's length
+        prefix = self._prefix
+        if prefix.lineage is not transcript.lineage or prefix.count > final:
+            prefix = self._prefix = _Hashed(transcript.lineage, f'{{{self._actions}"messages":[')
+        prefix.add(messages[prefix.count : final])
+        step = prefix.digest.copy()
+        size = prefix.size
+        for i, m in enumerate(messages[final:], start=final):
+            part = f",{m.encoded}" if i else m.encoded
+            step.update(part.encode())
+            size += len(part)
+        closing = f'],"system":{self._system_json},"tools":{self._schemas_json}}}'
+        step.update(closing.encode())
         return RenderedContext(
             text="",
-            hash=sha256_hex(hashed),
+            hash=step.hexdigest(),
             step=state.decisions,
             tools=self.schemas,
-            system=system,
+            system=self._system,
             messages=messages,
-            size=len(hashed),
+            size=size + len(closing),
             hiding=self.hiding,
+            final=final,
+            lineage=transcript.lineage,
         )
+
+
+class _Hashed:
+    """The SHA-256 of a conversation's start and its final turns, kept across steps."""
+
+    def __init__(self, lineage: object, start: str) -> None:
+        self.lineage = lineage
+        self.digest = hashlib.sha256(start.encode())
+        self.size = len(start)
+        self.count = 0
+
+    def add(self, turns: Sequence[Turn]) -> None:
+        for m in turns:
+            part = f",{m.encoded}" if self.count else m.encoded
+            self.digest.update(part.encode())
+            self.size += len(part)
+            self.count += 1
 
 
 def render(state: State, spec: Mapping[str, Any], tools: Mapping[str, Tool]) -> RenderedContext:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..errors import LeaseHeld, SteadError
+from ..models.http import read_proxies
 from ..runtime.activation import Outcome
 from ..runtime.heartbeat import Heartbeats
 from ..runtime.runtime import Runtime
@@ -153,11 +154,12 @@ async def model_session() -> aiohttp.ClientSession:
     requests would then carry. Certificates are checked as the threaded worker's
     httpx does (its CA bundle), and proxies come from the environment likewise."""
 
-    return aiohttp.ClientSession(
+    session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, ssl=httpx.create_ssl_context()),
         cookie_jar=aiohttp.DummyCookieJar(),
-        trust_env=True,
     )
+    read_proxies(session)  # once, not at every request (trust_env would)
+    return session
 
 
 class _Flight:
