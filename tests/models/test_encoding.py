@@ -89,7 +89,7 @@ def test_the_bytes_a_step_encodes_do_not_grow_with_the_conversation() -> None:
         call = f"r{i}"
         journal.decide(
             [
-                {"type": "tool", "tool": "read_file", "args": {"path": f"n{i}.md"}, "call_id": call},
+                {"type": "tool", "tool": "read_file", "args": {"path": f"{i}"}, "call_id": call},
                 {"type": "remember", "values": {"last": i}},
             ]
         )
