@@ -59,11 +59,10 @@ class AnthropicModel(ProviderModel):
 
     def encode(self, context: RenderedContext, tools: list[ToolSpec]) -> bytes:
         body = self._body
-        kept = body.begin(context)
+        for t in body.begin(context):
+            body.add(t)
         if not context.messages or body.irregular:
             return super().encode(context, tools)
-        for t in kept:
-            body.add(t)
         # the turns after the final ones go on a copy: they may change by the next step
         step = body.copy()
         for t in context.messages[body.count : -1]:
@@ -200,6 +199,7 @@ class _Body(Growing):
         other = _Body()
         other.before = bytes(self.done)
         other.role, other.open, other.parts = self.role, list(self.open), list(self.parts)
+        other.irregular = self.irregular
         return other
 
     def add(self, t: Turn) -> None:
