@@ -191,6 +191,37 @@ def test_a_long_run_stays_inside_a_small_window(
     rt.close()
 
 
+def test_compaction_lands_where_the_spec_says(tmp_path: Path, server: FakeServer) -> None:
+    """``compact_at`` and ``compact_to`` bound a long run's requests: none passes the
+    first share of the room (window less answer), and each compaction brings the
+    conversation down to about the second plus its summary."""
+    (tmp_path / "seed").mkdir()
+    for i in range(3):
+        (tmp_path / "seed" / f"page{i}.txt").write_text(f"page {i} " + "word " * 120)
+    rt = runtime(tmp_path)
+    window, answer, at, to = 16_384, 256, 0.4, 0.1
+    agent_id = make(rt, tmp_path, "openai", server.url, context_window=window,
+                    max_tokens=answer, compact_at=at, compact_to=to)  # fmt: skip
+    summaries: list[str] = []
+    server.responder = _long_run_responder(summaries, 400, "openai")
+    assert rt.run(agent_id, max_steps=400).state.status == "completed"
+    room = window - answer
+    sizes = [wire_tokens(s.body) if "tools" in s.body else None for s in server.seen]
+    asked = [s for s in sizes if s is not None]
+    assert len(summaries) >= 3 and max(asked) <= at * room
+    fixed = asked[0]  # the first request: instructions, tools and the status alone
+    for i, size in enumerate(sizes):
+        if size is None:  # a summary was asked: the next request is the compacted one
+            after = next(s for s in sizes[i + 1 :] if s is not None)
+            assert after <= fixed + 1.3 * to * room + 200, (after, fixed)
+    rt.close()
+
+
+def wire_tokens(body: Any) -> float:
+    """A request's tokens at about four characters each, as sent (no spaces)."""
+    return len(json.dumps(body, separators=(",", ":"), ensure_ascii=False)) / 4
+
+
 def test_a_context_too_long_answer_compacts_and_retries_once(
     tmp_path: Path, server: FakeServer
 ) -> None:

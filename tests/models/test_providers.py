@@ -269,6 +269,12 @@ def test_the_request_is_the_same_bytes_for_the_same_context(server: FakeServer) 
             "cannot name a summarizer",
         ),
         (7, "must be text"),
+        ({"provider": "openai", "name": "m", "compact_at": 0.95}, "'compact_at' must be"),
+        ({"provider": "openai", "name": "m", "compact_to": 0.3}, "at most half of compact_at"),
+        (
+            {"provider": "openai", "name": "m", "compact_at": 0.2, "compact_to": 0.15},
+            "compact_to (0.15) must be at most half of compact_at (0.2)",
+        ),
     ],
 )
 def test_bad_model_options_are_refused_naming_what_is_wrong(value: Any, problem: str) -> None:

@@ -18,6 +18,9 @@ A spec names its model in one of two forms::
       invalid_answers: 3                 # unusable answers in a row before a person is asked
       summarizer: openai:gpt-4o-mini     # a cheaper model for compaction (same forms;
                                          #   default: the model itself)
+      compact_at: 0.5                    # compact when a request would pass this share
+                                         #   of the window (less max_tokens)
+      compact_to: 0.15                   # keeping about this share of newest turns
 
 :func:`parse_model` checks all of it, so a bad option is refused when the spec
 is read, before anything is stored; the checked options are stored with the
@@ -42,6 +45,10 @@ DEFAULT_BASE_URLS = {
 DEFAULT_KEY_SECRETS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_WINDOW = 128_000
+# a long run's requests stay between about a sixth and a half of the window: a step
+# costs what the conversation holds, so it is kept well under the model's ceiling
+DEFAULT_COMPACT_AT = 0.5
+DEFAULT_COMPACT_TO = 0.15
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _SECRET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _KEYS = (
@@ -56,6 +63,8 @@ _KEYS = (
     "max_retries",
     "invalid_answers",
     "summarizer",
+    "compact_at",
+    "compact_to",
 )
 
 
@@ -78,6 +87,12 @@ class ModelOptions:
     summarizer: dict[str, Any] | None = None
     """The checked options of the model that writes compaction summaries (None:
     this model itself)."""
+    compact_at: float = DEFAULT_COMPACT_AT
+    """The share of the room (the window less ``max_tokens``) a request may take
+    before the conversation is compacted."""
+    compact_to: float = DEFAULT_COMPACT_TO
+    """The share of the room the newest turns, kept whole, take after a compaction
+    (the summary comes on top)."""
 
     @property
     def ref(self) -> str:
@@ -95,6 +110,8 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "timeout": (1, 3600, False),
     "max_retries": (0, 10, True),
     "invalid_answers": (1, 100, True),
+    "compact_at": (0.1, 0.9, False),
+    "compact_to": (0.0, 0.45, False),
 }
 """Each numeric option's lowest and highest value, and whether it is a whole number."""
 _HELP = {
@@ -113,6 +130,10 @@ _HELP = {
     "invalid_answers": "Unusable answers in a row after which a person is asked.",
     "summarizer": "A cheaper model that writes compaction summaries, in the same forms "
     "(default: the model itself).",
+    "compact_at": "Compact the conversation when a request would take more than this "
+    "share of the window less max_tokens.",
+    "compact_to": "After compacting, keep about this share of the window less max_tokens "
+    "of the newest turns whole; at most half of compact_at.",
 }
 
 
@@ -221,6 +242,16 @@ def parse_model(value: Any) -> ModelOptions:
         opts["max_retries"] = _number(data, "max_retries")
     if "invalid_answers" in data:
         opts["invalid_answers"] = _number(data, "invalid_answers")
+    for key in ("compact_at", "compact_to"):
+        if key in data:
+            opts[key] = _number(data, key)
+    at = opts.get("compact_at", DEFAULT_COMPACT_AT)
+    to = opts.get("compact_to", DEFAULT_COMPACT_TO)
+    if to * 2 > at:
+        raise _fail(
+            f"compact_to ({to:g}) must be at most half of compact_at ({at:g}), or each "
+            "compaction would leave the conversation close to the next one"
+        )
     window = opts.get("context_window", DEFAULT_WINDOW)
     answer = opts.get("max_tokens", DEFAULT_MAX_TOKENS)
     if answer * 2 > window:

@@ -30,7 +30,7 @@ from ..livetext import Speaker
 if TYPE_CHECKING:
     import aiohttp
 from . import sse
-from .actions import ToolCall, ToolSpec, actions_from_calls, offered_tools
+from .actions import ACTION_TOOLS, ToolCall, ToolSpec, actions_from_calls, offered_tools
 from .base import Decision, RenderedContext
 from .bounded import bounded_client
 from .encoding import Growing
@@ -63,6 +63,10 @@ SUMMARY_PROMPT = (
     "what remains. Keep everything the agent would need to continue; leave out "
     "nothing it committed to. Do not invent anything."
 )
+
+
+_ACTIONS_CHARS = len(json.dumps(ACTION_TOOLS))
+"""The runtime's actions, offered as tools beside the agent's own (not in the context's size)."""
 
 
 class ProviderModel:
@@ -214,11 +218,18 @@ class ProviderModel:
         the service counts differs by model; the budget leaves room for that)."""
         if not context.size:
             return len(json.dumps(self.request(context, offered_tools(context)))) // 4
-        return (context.size * 6 // 5 + len(SYSTEM_PROMPT) + 400) // 4
+        return (context.size * 6 // 5 + len(SYSTEM_PROMPT) + _ACTIONS_CHARS + 400) // 4
 
     def budget(self) -> int:
         """The tokens a request may take before the conversation is compacted."""
-        return int(0.75 * (self.options.context_window - self.options.max_tokens))
+        return int(self.options.compact_at * self._room())
+
+    def keep(self) -> int:
+        """The tokens of newest turns a compaction keeps whole."""
+        return int(self.options.compact_to * self._room())
+
+    def _room(self) -> int:
+        return self.options.context_window - self.options.max_tokens
 
     summarizer: ProviderModel | None = None
     """The model that writes compaction summaries, when the spec names a cheaper one."""

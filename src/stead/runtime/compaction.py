@@ -1,12 +1,13 @@
 """Keeping a provider model's conversation inside its window, however long the run.
 
 Before each decision, when the rendered conversation would take more than the
-model's budget (:meth:`~stead.models.provider.ProviderModel.budget`, three
-quarters of its window less its answer), its older turns are compacted: the
-model is asked for a summary of them (and of the summary before), which is
-journaled as ``context_compacted`` with what it cost, and from then on shown in
-place of the turns it covers. The newest turns, about a third of the budget,
-are kept whole, cut at the start of a decision so no call loses its result.
+model's budget (:meth:`~stead.models.provider.ProviderModel.budget`, the spec's
+``compact_at`` share of its window less its answer), its older turns are
+compacted: the model is asked for a summary of them (and of the summary
+before), which is journaled as ``context_compacted`` with what it cost, and
+from then on shown in place of the turns it covers. The newest turns, the
+``compact_to`` share (:meth:`~stead.models.provider.ProviderModel.keep`), are
+kept whole, cut at the start of a decision so no call loses its result.
 Goals, memory and the instructions are never summarized: they are rendered
 from the state, every step.
 
@@ -24,7 +25,7 @@ from ..canonical import dumps
 from ..journal import Kind
 from ..models.accounting import attempt_fields, usage_fields
 from ..models.base import RenderedContext
-from ..models.conversation import Transcript, Turn, estimate_tokens
+from ..models.conversation import Transcript, Turn, estimate_tokens, turn_chars
 
 if TYPE_CHECKING:
     from .activation import Activation
@@ -42,8 +43,11 @@ def context_tokens(context: RenderedContext) -> int:
 def cut_point(turns: Sequence[Turn], keep: int) -> int | None:
     """The last journal seq to compact so that about ``keep`` tokens of turns stay,
     cut where a decision starts; None if nothing can be compacted."""
-    start = len(turns)
-    while start > 0 and estimate_tokens(turns[start - 1 :]) <= keep:
+    start, chars = len(turns), 0
+    while start > 0:  # as estimate_tokens(turns[start - 1 :]) <= keep, summed as it goes
+        chars += turn_chars(turns[start - 1])
+        if chars // 4 > keep:
+            break
         start -= 1
     while start < len(turns) and turns[start].role != "assistant":
         start += 1
@@ -89,7 +93,9 @@ def compact(
     if not force and _tokens(act, context) <= budget():
         return context
     # told the request is too long, keep only the newest decision whole
-    through = cut_point(transcript.turns, 0 if force else budget() // 3)
+    keep = getattr(act.model, "keep", None)
+    kept = keep() if keep is not None else budget() // 3
+    through = cut_point(transcript.turns, 0 if force else kept)
     if through is None:
         return context
     summary = act.model.summarize(summary_input(transcript, through))  # type: ignore[attr-defined]
