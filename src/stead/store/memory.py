@@ -231,9 +231,10 @@ class MemoryStore(MemoryTokenRows, MemoryWebhookRows, Store):
         with self._lock:
             if agent_id not in self._events:
                 raise NotFound(f"no agent with id {agent_id}")
-            events = list(self._events[agent_id])
-        end = len(events) if to_seq is None else min(to_seq, len(events))
-        yield from events[max(from_seq, 1) - 1 : end]
+            journal = self._events[agent_id]
+            end = len(journal) if to_seq is None else min(to_seq, len(journal))
+            events = journal[max(from_seq, 1) - 1 : end]  # what was asked, not the whole
+        yield from events
 
     def acquire_lease(
         self, agent_id: str, owner: str, ttl: float, now: float, *, takeover: str | None = None

@@ -404,11 +404,12 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[Event]:
-        self.get_record(agent_id)
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
         while seq <= last:
             rows = self._page(agent_id, seq, last)
+            if not rows and seq == max(from_seq, 1):
+                self.get_record(agent_id)  # NotFound for no such agent; asked only then
             for row in rows:
                 yield _event(agent_id, row)
             if len(rows) < _PAGE:

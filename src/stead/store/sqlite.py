@@ -317,7 +317,6 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[Event]:
-        self.get_record(agent_id)
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
         while seq <= last:
@@ -327,6 +326,8 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
                     "WHERE agent_id = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
                     (agent_id, seq, last, _PAGE),
                 ).fetchall()
+            if not rows and seq == max(from_seq, 1):
+                self.get_record(agent_id)  # NotFound for no such agent; asked only then
             for row in rows:
                 yield _event(agent_id, row)
             if len(rows) < _PAGE:
