@@ -235,6 +235,12 @@ class ProviderModel:
     """The model that writes compaction summaries, when the spec names a cheaper one."""
 
     @property
+    def live(self) -> bool:
+        """Asked over the network as the run goes, so a summary may be asked beside a
+        decision (:mod:`.summaries`); a recording keeps its requests in order."""
+        return self._transport is None and (self.summarizer is None or self.summarizer.live)
+
+    @property
     def secrets(self) -> dict[str, str]:
         """The keys this model (and its summarizer) send: redacted wherever the agent
         journals or records anything."""

@@ -11,6 +11,10 @@ kept whole, cut at the start of a decision so no call loses its result.
 Goals, memory and the instructions are never summarized: they are rendered
 from the state, every step.
 
+Near the budget, a live model's summary is asked on a thread while the model
+is asked for the step's decision (:func:`ask_beside`), and journaled right after
+that decision (:func:`land`), which was asked with the turns it replaces.
+
 A resumed agent re-renders from the journaled summary and never asks for it
 again; a model that answers "context too long" gets one compaction and one
 retry (:func:`compact`, ``force=True``).
@@ -22,60 +26,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..canonical import dumps
+from ..errors import SteadError
 from ..journal import Kind
 from ..models.accounting import attempt_fields, usage_fields
 from ..models.base import RenderedContext
-from ..models.conversation import Transcript, Turn, estimate_tokens, turn_chars
+from ..models.conversation import estimate_tokens
+from ..models.summaries import AHEAD, Beside, beside, cut_point, summary_input
 
 if TYPE_CHECKING:
     from .activation import Activation
-
-SUMMARY_INPUT_CHARS = 2_000
-"""How much of one turn the summarizer is shown (the journal keeps it whole)."""
 
 
 def context_tokens(context: RenderedContext) -> int:
     """The estimated size of a request for ``context``, in tokens."""
     extra = len(context.system) + len(dumps(list(context.tools)))
     return estimate_tokens(context.messages) + extra // 4
-
-
-def cut_point(turns: Sequence[Turn], keep: int) -> int | None:
-    """The last journal seq to compact so that about ``keep`` tokens of turns stay,
-    cut where a decision starts; None if nothing can be compacted."""
-    start, chars = len(turns), 0
-    while start > 0:  # as estimate_tokens(turns[start - 1 :]) <= keep, summed as it goes
-        chars += turn_chars(turns[start - 1])
-        if chars // 4 > keep:
-            break
-        start -= 1
-    while start < len(turns) and turns[start].role != "assistant":
-        start += 1
-    if start >= len(turns):  # even the newest decision is over: keep just it
-        start = max((i for i, t in enumerate(turns) if t.role == "assistant"), default=0)
-    if start == 0:
-        return None
-    return turns[start - 1].seq
-
-
-def summary_input(transcript: Transcript, through: int) -> str:
-    """The turns to compact, and the summary before them, as text for the summarizer."""
-    lines = []
-    if transcript.summary:
-        lines.append(f"Summary of the work before this part:\n{transcript.summary}\n")
-    lines.append("The work log to summarize:")
-    for t in transcript.turns:
-        if t.seq > through:
-            break
-        if t.role == "assistant":
-            calls = ", ".join(f"{c.name}({dumps(dict(c.args))})" for c in t.calls)
-            lines.append(f"AGENT CALLED: {calls[:SUMMARY_INPUT_CHARS]}")
-        elif t.role == "tool":
-            what = "FAILED" if t.is_error else "RESULT"
-            lines.append(f"{what} of {t.call_id}: {t.text[:SUMMARY_INPUT_CHARS]}")
-        else:
-            lines.append(f"TOLD: {t.text[:SUMMARY_INPUT_CHARS]}")
-    return "\n".join(lines)
 
 
 def compact(
@@ -99,6 +64,11 @@ def compact(
     if through is None:
         return context
     summary = act.model.summarize(summary_input(transcript, through))  # type: ignore[attr-defined]
+    _journal(act, through, summary, failed)
+    return act.renderer.render(act.state)
+
+
+def _journal(act: Activation, through: int, summary: Any, failed: Sequence[Any] = ()) -> None:
     act.emit(
         Kind.CONTEXT_COMPACTED,
         through=through,
@@ -108,7 +78,29 @@ def compact(
         # with the requests the model refused as too long, which this one answers
         **attempt_fields([*failed, *summary.attempts]),
     )
-    return act.renderer.render(act.state)
+
+
+def ask_beside(act: Activation, context: RenderedContext) -> Beside | None:
+    """Near its budget (:data:`~stead.models.summaries.AHEAD`), a live model's
+    conversation is summarized on a thread while the decision is asked."""
+    model, transcript = act.model, act.renderer.transcript
+    if transcript is None or not getattr(model, "live", False):
+        return None
+    if _tokens(act, context) <= AHEAD * model.budget():  # type: ignore[attr-defined]
+        return None
+    return beside(model, transcript, model.keep())  # type: ignore[attr-defined,arg-type]
+
+
+def land(act: Activation, asked: Beside) -> None:
+    """Journal the summary asked beside this step's decision, once it has come
+    (after the decision: that was asked with the turns it replaces). One that failed
+    is dropped: the compaction is then made when the budget is reached."""
+    try:
+        summary = asked.summary.result()
+    except SteadError:
+        return
+    if summary.text:
+        _journal(act, asked.through, summary)
 
 
 def _tokens(act: Activation, context: RenderedContext) -> int:

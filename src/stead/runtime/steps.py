@@ -25,7 +25,8 @@ from ..models.accounting import attempt_fields, usage_fields
 from ..models.base import Decision, Model, RenderedContext
 from ..models.conversation import RESULT_CAP, read_on
 from ..models.speech import WHY_CAP, spoken
-from .compaction import compact
+from ..models.summaries import Beside
+from .compaction import ask_beside, compact, land
 from .governed import is_escalation
 from .toolcall import run_tool
 
@@ -154,8 +155,17 @@ def decide(act: Activation) -> Machine[bool]:
     take_signals(act)
     if act.state.status != "running":
         return False
+    asked: list[Beside | None] = [None]
+    going = yield from _decide(act, asked)
+    if asked[0] is not None:  # a summary asked beside the decision: journaled after it
+        land(act, asked[0])
+    return going
+
+
+def _decide(act: Activation, asked: list[Beside | None]) -> Machine[bool]:
     try:
         context = compact(act, act.renderer.render(act.state))
+        asked[0] = ask_beside(act, context)
         try:
             decision = yield from act.trace.model_call(act.model, Ask(act.model, context))
         except ContextTooLong as exc:
