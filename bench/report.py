@@ -27,6 +27,7 @@ STEP_KEYS = (
     "events_per_step",
     "state_bytes",
     "wall_ms_per_step",
+    "cpu_ms_per_step",
     "commit_ms_per_step",
     "write_ms_per_step",
     "sql_commit_ms_per_step",
@@ -153,7 +154,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         ),
         (
             "Durable steps, one agent, SQLite",
-            f"{_n(s['steps_per_s'], 0)} steps/s; {_n(s['ms_per_step'])} ms/step",
+            f"{_n(s['steps_per_s'], 0)} steps/s; {_n(s['ms_per_step'])} ms/step; "
+            f"CPU {_n(s['cpu_ms_per_step'])} ms/step",
             f"{_n(s['x_floor'], 1)}x the floor (paired by round); "
             f"{_n(s['commits_per_step'], 1)} commits/step "
             f"(= {_n(s['commit_floor_ms_per_step'])} ms at the floor); p99 "
@@ -161,7 +163,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         ),
         (
             "Same steps, memory store (no I/O)",
-            f"{_n(m['steps_per_s'], 0)} steps/s; {_n(m['ms_per_step'])} ms/step",
+            f"{_n(m['steps_per_s'], 0)} steps/s; {_n(m['ms_per_step'])} ms/step; "
+            f"CPU {_n(m['cpu_ms_per_step'])} ms/step",
             "the runtime's own CPU cost per step (and the memory store's JSON copies)",
         ),
     ]
@@ -170,7 +173,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(
             (
                 "Same steps, a model over HTTP (OpenAI wire format, local, zero latency)",
-                f"{_n(http['steps_per_s'], 0)} steps/s; {_n(http['ms_per_step'])} ms/step",
+                f"{_n(http['steps_per_s'], 0)} steps/s; {_n(http['ms_per_step'])} ms/step; "
+                f"CPU {_n(http['cpu_ms_per_step'])} ms/step",
                 f"{_n(http['x_scripted'], 1)}x the scripted model (paired by round): the "
                 "runtime's own cost of rendering the conversation, the request and "
                 f"checking the answer; {cfg['steps']} steps x {cfg['rounds']} rounds",
@@ -181,7 +185,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(
             (
                 f"Same steps on SQLite, {large['output_bytes']:,}-byte tool results",
-                f"{_n(large['steps_per_s'], 0)} steps/s; {_n(large['ms_per_step'])} ms/step",
+                f"{_n(large['steps_per_s'], 0)} steps/s; {_n(large['ms_per_step'])} ms/step; "
+                f"CPU {_n(large['cpu_ms_per_step'])} ms/step",
                 f"{_n(large['x_small_outputs'], 1)}x the 100-byte case; the state every "
                 f"commit rewrites is {large['state_bytes'] / 1e3:,.0f} kB "
                 f"(vs {s['state_bytes'] / 1e3:,.1f} kB); {cfg['large_steps']} steps x "

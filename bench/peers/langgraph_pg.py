@@ -88,9 +88,9 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
         run_agent(graph, "warmup", 20, "sync")
         MARKS.times.clear()
         before = rows(conn)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run_agent(graph, "agent-0", args.steps, "sync")
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         after, used = rows(conn), server_settings(conn)
     return steps_result(
         args.steps,
@@ -99,6 +99,7 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
         durability="sync",
         **used,
         **{f"{t}_per_step": (after[t] - before[t]) / args.steps for t in after},
+        cpu_s=cpu,
     )
 
 
@@ -107,13 +108,19 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
     with connect(args) as conn:
         graph = builder().compile(checkpointer=saver(conn))
         run_agent(graph, "warmup", 20, "sync")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for a in range(args.agents):
             run_agent(graph, f"agent-{a}", args.steps, "sync")
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         used = server_settings(conn)
     return many_result(
-        args.agents, args.steps, wall, concurrency="sequential", durability="sync", **used
+        args.agents,
+        args.steps,
+        wall,
+        concurrency="sequential",
+        durability="sync",
+        **used,
+        cpu_s=cpu,
     )
 
 
@@ -205,9 +212,9 @@ async def in_flight(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*(agent(f"warmup-{i}", 2) for i in range(4)))
         model.answers.clear()
         with RssPeak() as rss:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             await asyncio.gather(*(agent(f"agent-{a}", args.steps) for a in range(args.agents)))
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         async with pool.connection() as conn:
             cur = await conn.execute("SHOW synchronous_commit")
             sync = (await cur.fetchone())["synchronous_commit"]  # type: ignore[index]
@@ -224,6 +231,7 @@ async def in_flight(args: argparse.Namespace) -> dict[str, Any]:
         how=f"async graph, ainvoke, AsyncPostgresSaver over a pool of {pool_size} connections",
         synchronous_commit=sync,
         durability="sync",
+        cpu_s=cpu,
     )
 
 
