@@ -6,7 +6,8 @@ steps of the bench agent (a ``lookup`` whose result is ``output_bytes`` long,
 and a ``remember``); its window is 1,000,000 tokens, so nothing is compacted
 and every request carries the whole conversation. For each target size the
 conversation is first grown, untimed, to about that many tokens less half of
-what the measured window of steps will add; then ``window`` steps run in one
+what the measured window of steps will add; then ``window`` steps (fewer where
+they would more than grow a short conversation by half: at least 5) run in one
 activation (with one more step before and after them, not counted: the
 activation's start and end), each timed from the commit that ends the step
 before it to the commit that ends it: wall time, and this process's processor
@@ -39,6 +40,7 @@ from stead import Event, Kind, Runtime
 
 from . import workload
 from .fake_model import FakeModelServer
+from .peers.common import window_at
 from .stats import median
 from .workload import REPO_ROOT
 
@@ -125,12 +127,9 @@ def stead(
         last, per_step = got[-1] / 4, max(1.0, (got[-1] - got[0]) / 4)
         points = []
         for target in targets:
+            n = window_at(target, per_step, window)
             last, per_step = grow(
-                run,
-                lambda: request_bytes(model_url),
-                target - per_step * window / 2,
-                last,
-                per_step,
+                run, lambda: request_bytes(model_url), target - per_step * n / 2, last, per_step
             )
             marks: list[tuple[float, float]] = []
 
@@ -142,13 +141,11 @@ def stead(
 
             # one step more on each side: the activation's start (the model's client is
             # made) and its end are not a step's steady cost
-            run(window + 2, on_commit)
+            run(n + 2, on_commit)
             sizes = request_bytes(model_url)[1:-1]
             last = sizes[-1] / 4
-            if len(marks) != window + 3:
-                raise RuntimeError(
-                    f"expected {window + 2} step-ending commits, saw {len(marks) - 1}"
-                )
+            if len(marks) != n + 3:
+                raise RuntimeError(f"expected {n + 2} step-ending commits, saw {len(marks) - 1}")
             wall = [(b[0] - a[0]) * 1e3 for a, b in itertools.pairwise(marks)][1:-1]
             cpu = [(b[1] - a[1]) * 1e3 for a, b in itertools.pairwise(marks)][1:-1]
             points.append(point(target, sizes, wall, cpu))
@@ -314,9 +311,11 @@ def markdown(curve: dict[str, Any] | None) -> list[str]:
         "",
         "### A step's cost against the conversation's length (provider model, SQLite)",
         "",
-        f"One agent, `provider: openai` against the local zero-latency fake model, window "
-        f"{CONTEXT_WINDOW:,} tokens (nothing compacted); medians over {curve['window']} steps "
-        f"at each size, {curve['rounds']} round(s); tokens = the request's JSON bytes / 4. "
+        "One agent, `provider: openai` against the local zero-latency fake model, window "
+        f"{CONTEXT_WINDOW:,} tokens (nothing compacted); medians over up to "
+        f"{curve['window']} steps at each size (fewer at a short size, so that they do not "
+        f"grow it by more than half), {curve['rounds']} round(s); tokens = the request's "
+        "JSON bytes / 4. "
         "CPU is the agent's process's processor time per step.",
         "",
         "| " + " | ".join(HEADERS) + " |",

@@ -95,6 +95,13 @@ def steps_result(
     }
 
 
+def window_at(target: float, per_step: float, window: int, least: int = 5) -> int:
+    """The steps the step-cost curve measures at ``target`` tokens: ``window``, but fewer
+    where they would grow a short conversation by more than half its size (at least
+    ``least``), so that a point stays near its size."""
+    return max(least, min(window, int(target / 2 / per_step)))
+
+
 # -- SQLite ---------------------------------------------------------------------
 
 
