@@ -240,6 +240,27 @@ def rows(cmp: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
             else "-"
         ),
     )
+    long = cmp.get("long_resume")
+    if long:
+        # against each peer's resume at its longest W3 history, in the same run
+        def vs_longest(p: str, which: str) -> str:
+            if p not in biggest:
+                return "-"
+            theirs = w3[p][biggest[p]]["resume_ms"]
+            return f"{long[which]['resume_ms'] / theirs:.3f}x (vs {biggest[p]:,})"
+
+        what = "killed near its end" if long["killed"] else "ended"
+        for which, label in (("first", "first resume"), ("second", "the resume after it")):
+            row(
+                f"W3 {label} + 1 step after ONE activation of {long['steps']:,} steps, "
+                f"{what}, ms (CPU) (ratio: vs the peer's longest W3 history)",
+                lambda n, which=which: (
+                    f"{_ms(long[which]['resume_ms'])} ({_ms(long[which]['cpu_ms'])})"
+                    if n == "stead"
+                    else ""
+                ),
+                lambda p, which=which: vs_longest(p, which),
+            )
     w5 = cmp["w5"]
     row(
         f"W5 crash recovery, {config.get('crash_agents', 100):,} agents (s)",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -238,6 +239,8 @@ def measure(
                             {"system": system, "workload": f"curve {size} B", "error": str(e)}
                         )
                         continue
+                    finally:
+                        shutil.rmtree(d, ignore_errors=True)
                     runs[system].setdefault(size, []).append(got)
     curves: dict[str, dict[str, Any]] = {}
     for system, by_size in runs.items():
@@ -322,9 +325,6 @@ def markdown(curve: dict[str, Any] | None) -> list[str]:
         "|" + "---|" * len(HEADERS),
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows(curve)]
-    lines += [
-        f"* {e['system']} {e['workload']}: {e['error'].splitlines()[0]}" for e in curve["errors"]
-    ]
     return lines
 
 
@@ -353,6 +353,8 @@ def main(argv: list[str]) -> int:
             args.rounds,
         )
     print("\n".join(markdown(got)))
+    for e in got["errors"]:
+        print(f"failed: {e['system']} {e['workload']}: {e['error']}", file=sys.stderr)
     if args.json:
         print(json.dumps(got))
     return 1 if got["errors"] else 0

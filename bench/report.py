@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import comparison, postgres_report
+from . import comparison, curve, postgres_report
 from .resume import History
 from .stats import median
 from .workload import STEP_KINDS
@@ -425,6 +425,13 @@ def show(res: Mapping[str, Any]) -> None:
         console.print(t)
     for e in cmp["errors"]:
         console.print(f"[red]failed[/red]: {e['system']} {e['workload']}: {e['error']}")
+    if res.get("curve"):
+        t = Table(title="A step's cost against the conversation's length (medians per size)")
+        for i, h in enumerate(curve.HEADERS):
+            t.add_column(h, justify="left" if i < 2 else "right")
+        for cells in curve.rows(res["curve"]):
+            t.add_row(*cells)
+        console.print(t)
     postgres_report.show(console, res.get("postgres"), cfg)
     console.print()
     console.print("[bold]stead in detail[/bold]")
@@ -482,6 +489,7 @@ def markdown(res: Mapping[str, Any]) -> str:
         "",
     ]
     lines += comparison.markdown(res["compare"], cfg)
+    lines += curve.markdown(res.get("curve"))
     lines += postgres_report.markdown(res.get("postgres"), cfg)
     lines += [
         "",
