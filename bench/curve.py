@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -180,7 +181,8 @@ def langgraph(
     argv = [str(python), "-m", "bench.peers.langgraph_curve", "--dir", str(workdir),
             "--model-url", model_url, "--sizes", ",".join(map(str, targets)),
             "--output-bytes", str(output_bytes), "--window", str(window)]  # fmt: skip
-    env = {"PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("VIRTUAL_ENV", None)
     try:
         proc = subprocess.run(
             argv,
