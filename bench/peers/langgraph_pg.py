@@ -143,12 +143,12 @@ def cmd_w3_resume(args: argparse.Namespace) -> dict[str, Any]:
     """In this fresh process: connect, compile, invoke ONE more step on the thread."""
     done = args.steps
     g = builder()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     conn = connect(args)
     graph = g.compile(checkpointer=PostgresSaver(conn))
     t1 = time.perf_counter()
     out = graph.invoke({"limit": done + 1}, config("agent", 1), durability="sync")
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     conn.close()
     if out["step"] != done + 1 or CALLS != {"model": 1, "tool": 1}:
         raise RuntimeError(f"resumed at step {out['step']} with calls {CALLS}, wanted {done + 1}")
@@ -156,6 +156,7 @@ def cmd_w3_resume(args: argparse.Namespace) -> dict[str, Any]:
         "resume_ms": (t2 - t0) * 1e3,
         "open_ms": (t1 - t0) * 1e3,
         "run_ms": (t2 - t1) * 1e3,
+        "cpu_ms": (c2 - c0) * 1e3,
         "steps_after": out["step"],
     }
 
