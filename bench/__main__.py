@@ -7,11 +7,15 @@ every figure quoted is a median over rounds. stead's own extra workloads (the
 floor, the memory store, large tool results) run in stead's turn. Resumes take
 turns between systems and history sizes. The sandbox's overhead and
 hibernation (stead only: the peers have neither) are measured once, after the
-warm-up. Then the same comparison runs on PostgreSQL, with the agents-in-flight
+warm-up. After W3: the first resume after one long activation (stead only,
+:mod:`bench.longrun`) and a step's cost against the conversation's length,
+stead and LangGraph (:mod:`bench.curve`). Every workload reports the processor
+time per step of the process that ran it beside wall time (:mod:`bench.cpu`).
+Then the same comparison runs on PostgreSQL, with the agents-in-flight
 workload (:mod:`bench.postgres_peers`; ``--no-postgres`` skips it). The peers
 run in ``.venv-peers`` (``make bench`` builds it); ``--systems stead`` runs stead
 alone. Prints a table and writes
-bench/results/latest.{json,md,png}. See docs/benchmarks.md.
+bench/results/latest.{json,md,png} and curve.png. See docs/benchmarks.md.
 """
 
 from __future__ import annotations
