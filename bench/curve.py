@@ -247,7 +247,7 @@ def measure(
     curves: dict[str, dict[str, Any]] = {}
     for system, by_size in runs.items():
         for size, rs in by_size.items():
-            pts = []
+            pts: list[dict[str, Any]] = []
             for i, target in enumerate(targets):
                 at = [r["points"][i] for r in rs if len(r["points"]) > i]
                 pts.append(
