@@ -7,11 +7,15 @@ every figure quoted is a median over rounds. stead's own extra workloads (the
 floor, the memory store, large tool results) run in stead's turn. Resumes take
 turns between systems and history sizes. The sandbox's overhead and
 hibernation (stead only: the peers have neither) are measured once, after the
-warm-up. Then the same comparison runs on PostgreSQL, with the agents-in-flight
+warm-up. After W3: the first resume after one long activation (stead only,
+:mod:`bench.longrun`) and a step's cost against the conversation's length,
+stead and LangGraph (:mod:`bench.curve`). Every workload reports the processor
+time per step of the process that ran it beside wall time (:mod:`bench.cpu`).
+Then the same comparison runs on PostgreSQL, with the agents-in-flight
 workload (:mod:`bench.postgres_peers`; ``--no-postgres`` skips it). The peers
 run in ``.venv-peers`` (``make bench`` builds it); ``--systems stead`` runs stead
 alone. Prints a table and writes
-bench/results/latest.{json,md,png}. See docs/benchmarks.md.
+bench/results/latest.{json,md,png} and curve.png. See docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from typing import Any
 
 from . import (
     comparison,
+    curve,
     floor,
     hibernation,
+    longrun,
     machine,
     postgres_peers,
     render_flat,
@@ -124,6 +130,33 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--no-hibernation", action="store_true", help="stead only: skip the hibernation bench"
     )
+    p.add_argument("--no-curve", action="store_true", help="skip the step-cost curve")
+    p.add_argument(
+        "--curve-sizes",
+        type=_ints,
+        default=curve.SIZES,
+        help="the curve's conversation sizes, tokens (1000,10000,30000,60000,90000)",
+    )
+    p.add_argument(
+        "--curve-results",
+        type=_ints,
+        default=curve.RESULT_BYTES,
+        help="the curve's tool result sizes, bytes (100,2000)",
+    )
+    p.add_argument(
+        "--curve-window", type=int, default=curve.WINDOW, help="steps measured per size (20)"
+    )
+    p.add_argument("--curve-rounds", type=int, default=1, help="rounds of the curve (1)")
+    p.add_argument(
+        "--long-steps",
+        type=int,
+        default=longrun.STEPS,
+        help="first resume after ONE activation of this many steps, killed near its end; "
+        f"0 skips it ({longrun.STEPS:,})",
+    )
+    p.add_argument(
+        "--long-reps", type=int, default=longrun.REPS, help=f"its resumes ({longrun.REPS})"
+    )
     p.add_argument("--quick", action="store_true", help="a fast smoke run (numbers are rough)")
     p.add_argument(
         "--workdir",
@@ -150,6 +183,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.render_steps = min(args.render_steps, 400)
         args.hibernation_agents = min(args.hibernation_agents, 500)
         args.sizes = [10, 1_000]
+        args.curve_sizes, args.curve_window = curve.QUICK_SIZES, curve.QUICK_WINDOW
+        args.long_steps, args.long_reps = min(args.long_steps, longrun.QUICK_STEPS), 2
         postgres_peers.quick(args)
     unknown = [s for s in args.systems if s != "stead" and s not in PEERS]
     if unknown:
@@ -188,6 +223,8 @@ def main(argv: list[str]) -> int:
             print(f"wrote {path}")
         if not args.no_chart:
             chart(results, args)
+            if results.get("curve"):
+                chart(results, args, "curve.png")
     pg = results.get("postgres") or {}
     errors = results["compare"]["errors"] + pg.get("errors", [])
     if errors:
@@ -195,10 +232,11 @@ def main(argv: list[str]) -> int:
     return 1 if errors else 0
 
 
-def chart(results: dict[str, Any], args: argparse.Namespace) -> None:
-    """Draw latest.png with matplotlib, which lives in the peers' venv."""
+def chart(results: dict[str, Any], args: argparse.Namespace, name: str = "latest.png") -> None:
+    """Draw latest.png (or curve.png, the step-cost curve) with matplotlib, which lives in
+    the peers' venv."""
     python = args.peers_python if args.peers_python.exists() else Path(sys.executable)
-    png = args.out / "latest.png"
+    png = args.out / name
     proc = subprocess.run(
         [str(python), "-m", "bench.chart", str(args.out / "latest.json"), str(png)],
         cwd=REPO_ROOT,
@@ -418,6 +456,31 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             )
         )
 
+    # -- the first resume after one long activation, beside W3 (stead only) ------
+    long = None
+    if args.long_steps:
+        long = once(lambda d: longrun.measure(d, args.long_steps, args.long_reps))
+        say(
+            f"after one activation of {args.long_steps:,} steps: first resume "
+            f"{long['first']['resume_ms']:.0f} ms, the next {long['second']['resume_ms']:.0f} ms"
+        )
+
+    # -- the step cost against the conversation's length ------------------------
+    steps_curve = None
+    if not args.no_curve:
+        names = [s.name for s in systems if s.name in ("stead", "langgraph")]
+        names = [n for n in names if n not in broken]
+        steps_curve = curve.measure(
+            fresh(),
+            names,
+            args.curve_sizes,
+            args.curve_results,
+            args.curve_window,
+            args.peers_python,
+            args.curve_rounds,
+        )
+        errors.extend(steps_curve["errors"])
+
     # -- W5 (only where a system has it) ---------------------------------------
     w5: dict[str, Any] = {}
     for s in systems:
@@ -442,6 +505,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     res["compare"] = comparison.summarise(
         systems, infos, w1, variants, labels, w2, histories, resumes, w5, res["floor"], errors
     )
+    res["compare"]["long_resume"] = long
+    res["curve"] = steps_curve
     res["postgres"] = pg
     return res
 

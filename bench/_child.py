@@ -36,7 +36,7 @@ def main(argv: Sequence[str]) -> int:
         kinds.extend(str(e.kind) for e in events)
         commits.append(len(events))
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rt = Runtime(db if "://" in db else f"sqlite:///{db}", data_dir=data_dir)
     t1 = time.perf_counter()
     # the part of resuming that could depend on history: reading the agent's record and state
@@ -54,7 +54,7 @@ def main(argv: Sequence[str]) -> int:
 
         setattr(rt.store, name, timed)
     outcome = rt.run(agent_id, model=model, tools=workload.TOOLS, max_steps=1, on_commit=on_commit)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     rt.close()
     t3 = time.perf_counter()
     if outcome.steps != 1:
@@ -66,6 +66,7 @@ def main(argv: Sequence[str]) -> int:
             "run_ms": (t2 - t1) * 1e3,
             "load_ms": load_s * 1e3,
             "resume_ms": (t2 - t0) * 1e3,
+            "cpu_ms": (c2 - c0) * 1e3,
             "close_ms": (t3 - t2) * 1e3,
             "kinds": kinds,
             "journal_commits": len(commits),

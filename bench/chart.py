@@ -1,6 +1,6 @@
-"""Draw bench/results/latest.png from latest.json.
+"""Draw bench/results/latest.png (or curve.png, the step-cost curve) from latest.json.
 
-Usage: python -m bench.chart LATEST.json OUT.png
+Usage: python -m bench.chart LATEST.json OUT.png (an OUT named curve*.png draws the curve)
 
 Runs in ``.venv-peers`` (where matplotlib is installed, so stead's own venv
 stays lean) and needs nothing but the standard library and matplotlib.
@@ -124,9 +124,53 @@ def draw(res: dict[str, Any], out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
+def draw_curve(res: dict[str, Any], out: Path) -> None:
+    """curve.png: CPU (and wall) per step against the conversation's tokens, stead and
+    LangGraph, one panel per tool result size."""
+    cv = res["curve"]
+    sizes = cv["result_bytes"]
+    fig, axes = plt.subplots(1, len(sizes), figsize=(7 * len(sizes), 5), squeeze=False)
+    machine = res["machine"]
+    fig.suptitle(
+        "A step's cost against the conversation's length: one agent, provider model over "
+        f"local HTTP (zero latency), SQLite - {machine['cpu']}, {machine['cores']} cores, "
+        f"{machine['date'][:10]}, git {machine['git']}",
+        fontsize=10,
+    )
+    labels = {"stead": "stead", "langgraph": "LangGraph"}
+    for ax, size in zip(axes[0], sizes, strict=True):
+        for system, by_size in cv["curves"].items():
+            c = by_size.get(str(size))
+            if c is None:
+                continue
+            xs = [p["tokens"] for p in c["points"]]
+            colour = COLOURS.get(system, "grey")
+            label = labels.get(system, system)
+            ys = [p["cpu_ms_per_step"] for p in c["points"]]
+            ax.plot(xs, ys, marker="o", color=colour, label=f"{label}, CPU")
+            for x, y in zip(xs, ys, strict=True):
+                ax.annotate(f"{y:.1f}", (x, y), xytext=(0, 4), textcoords="offset points",
+                            fontsize=7, ha="center", color=colour)  # fmt: skip
+            ws = [p["wall_ms_per_step"] for p in c["points"]]
+            ax.plot(xs, ws, linestyle=":", color=colour, label=f"{label}, wall")
+        ax.set_xlabel("conversation (tokens, = request JSON bytes / 4)")
+        ax.set_ylabel("ms per step (lower is better)")
+        ax.set_title(f"{size:,}-byte tool results", fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, linewidth=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
 def main(argv: list[str]) -> int:
     src, out = Path(argv[0]), Path(argv[1])
-    draw(json.loads(src.read_text(encoding="utf-8")), out)
+    res = json.loads(src.read_text(encoding="utf-8"))
+    if out.name.startswith("curve"):
+        draw_curve(res, out)
+    else:
+        draw(res, out)
     return 0
 
 

@@ -17,6 +17,7 @@ W3_KEYS = (
     "replay_ms",
     "step_ms",
     "process_ms",
+    "cpu_ms",
 )
 
 
@@ -46,7 +47,15 @@ def summarise(
     errors: Sequence[dict[str, str]],
 ) -> dict[str, Any]:
     floor_ms = floor["median_ms"]
-    w1_keys = ("steps_per_s", "ms_per_step", "p90_ms_per_step", "p99_ms_per_step", "wall_s")
+    w1_keys = (
+        "steps_per_s",
+        "ms_per_step",
+        "p90_ms_per_step",
+        "p99_ms_per_step",
+        "wall_s",
+        "wall_ms_per_step",
+        "cpu_ms_per_step",
+    )
     out_w1: dict[str, Any] = {}
     for name, rs in w1.items():
         if rs:
@@ -63,7 +72,7 @@ def summarise(
     out_w2: dict[str, Any] = {}
     for name, rs in w2.items():
         if rs:
-            s = _summary(rs, ("steps_per_s", "wall_s", "wall_ms_per_step"))
+            s = _summary(rs, ("steps_per_s", "wall_s", "wall_ms_per_step", "cpu_ms_per_step"))
             s.update(
                 agents=rs[0]["agents"],
                 steps_per_agent=rs[0]["steps_per_agent"],
@@ -154,6 +163,25 @@ def rows(cmp: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
         rs = [ratio(p) if ratio else "" for p in peers]
         out.append([label, *cells, *rs])
 
+    def cpu_row(name: str, got: Mapping[str, Any]) -> None:
+        """Processor time per step of the process that ran the steps, beside wall time."""
+        if not any("cpu_ms_per_step" in got.get(n, {}) for n in systems):
+            return
+        row(
+            f"{name} CPU per step, ms: the process's processor time / steps "
+            "(wall ms/step in brackets; ratio <1: stead less)",
+            lambda n: (
+                f"{_ms(got[n]['cpu_ms_per_step'])} ({_ms(got[n]['wall_ms_per_step'])})"
+                if "cpu_ms_per_step" in got.get(n, {})
+                else "-"
+            ),
+            lambda p: (
+                f"{got['stead']['cpu_ms_per_step'] / got[p]['cpu_ms_per_step']:.2f}x"
+                if "cpu_ms_per_step" in got.get("stead", {}) and "cpu_ms_per_step" in got.get(p, {})
+                else "-"
+            ),
+        )
+
     w1, w2, ratios = cmp["w1"], cmp["w2"], cmp["ratios"]
     row(
         "Floor: one durable SQLite commit (ms)",
@@ -169,6 +197,7 @@ def rows(cmp: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
         "W1 ms per step, median (x the floor)",
         lambda n: f"{_ms(w1[n]['ms_per_step'])} ({w1[n]['x_floor']:.1f}x)" if n in w1 else "-",
     )
+    cpu_row("W1", w1)
     for vname, v in cmp["w1_variants"].items():
         sysname = vname.split(":", 1)[0]
         row(
@@ -189,6 +218,7 @@ def rows(cmp: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
         ),
         lambda p: f"{ratios['w2'][p]:.2f}x" if p in ratios["w2"] else "-",
     )
+    cpu_row("W2", w2)
     w3 = {n: {r["steps"]: r for r in rs} for n, rs in cmp["w3"].items()}
     sizes = sorted({size for rs in w3.values() for size in rs})
     for size in sizes:
@@ -210,6 +240,27 @@ def rows(cmp: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
             else "-"
         ),
     )
+    long = cmp.get("long_resume")
+    if long:
+        # against each peer's resume at its longest W3 history, in the same run
+        def vs_longest(p: str, which: str) -> str:
+            if p not in biggest:
+                return "-"
+            theirs = w3[p][biggest[p]]["resume_ms"]
+            return f"{long[which]['resume_ms'] / theirs:.3f}x (vs {biggest[p]:,})"
+
+        what = "killed near its end" if long["killed"] else "ended"
+        for which, label in (("first", "first resume"), ("second", "the resume after it")):
+            row(
+                f"W3 {label} + 1 step after ONE activation of {long['steps']:,} steps, "
+                f"{what}, ms (CPU) (ratio: vs the peer's longest W3 history)",
+                lambda n, which=which: (
+                    f"{_ms(long[which]['resume_ms'])} ({_ms(long[which]['cpu_ms'])})"
+                    if n == "stead"
+                    else ""
+                ),
+                lambda p, which=which: vs_longest(p, which),
+            )
     w5 = cmp["w5"]
     row(
         f"W5 crash recovery, {config.get('crash_agents', 100):,} agents (s)",
@@ -271,6 +322,8 @@ def w3_detail_rows(cmp: Mapping[str, Any]) -> list[list[str]]:
                 parts.append(f"replay {_ms(r['replay_ms'])}")
             if "step_ms" in r:
                 parts.append(f"new step {_ms(r['step_ms'])}")
+            if "cpu_ms" in r:
+                parts.append(f"CPU {_ms(r['cpu_ms'])}")
             out.append(
                 [
                     labels[name],

@@ -26,6 +26,10 @@ from bench.workload import decision_data
 LATENCY = float(os.environ.get("BENCH_MODEL_LATENCY", "0"))
 """Seconds the service waits before each answer (``BENCH_MODEL_LATENCY``; 0 by default)."""
 
+_SIZES: list[int] = []
+"""The body's bytes of every request offering tools since the last ``GET /stats``."""
+_SIZES_LOCK = threading.Lock()
+
 
 def _answer(body: dict[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None}
@@ -55,8 +59,24 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        """``GET /stats``: the request sizes (bytes) since the last call, which it clears;
+        how the step-cost curve learns how long the conversation it sent was."""
+        with _SIZES_LOCK:
+            payload = json.dumps({"request_bytes": _SIZES}).encode()
+            _SIZES.clear()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        raw = self.rfile.read(int(self.headers["content-length"]))
+        body = json.loads(raw)
+        if "tools" in body:
+            with _SIZES_LOCK:
+                _SIZES.append(len(raw))
         time.sleep(LATENCY)  # a real model thinks before it answers
         payload = json.dumps(_answer(body)).encode()
         self.send_response(200)

@@ -34,7 +34,7 @@ def sequential(workdir: Path, agents: int, steps: int) -> dict[str, Any]:
     try:
         spec = workload.spec(workdir)
         tools = workload.tools()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ids = [rt.create(spec).agent_id for _ in range(agents)]
         t1 = time.perf_counter()
         done = 0
@@ -46,7 +46,7 @@ def sequential(workdir: Path, agents: int, steps: int) -> dict[str, Any]:
                     f"(status {outcome.state.status}: {outcome.state.status_reason})"
                 )
             done += outcome.steps
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         run_s = time.perf_counter() - t1
     finally:
         rt.close()
@@ -57,6 +57,7 @@ def sequential(workdir: Path, agents: int, steps: int) -> dict[str, Any]:
         "wall_s": wall,
         "steps_per_s": done / wall,
         "wall_ms_per_step": wall * 1e3 / done,
+        "cpu_ms_per_step": cpu * 1e3 / done,
         "create_s": t1 - t0,
         "run_steps_per_s": done / run_s,
         "concurrency": "sequential (Runtime.run per agent)",
@@ -71,14 +72,14 @@ def worker(
     rt = Runtime(url or f"sqlite:///{workdir / 'many.db'}", data_dir=workdir / "data")
     try:
         spec = workload.spec(workdir, script_len=steps)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(agents):
             rt.create(spec)
         t1 = time.perf_counter()
         # a claiming store (PostgreSQL) hands a pass as many agents as run at once
         passes = 1 if url is None else 1_000
         report = Worker(rt, concurrency=concurrency, max_steps=steps).run_until_idle(passes)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         run_s = time.perf_counter() - t1
     finally:
         rt.close()
@@ -94,6 +95,7 @@ def worker(
         "wall_s": wall,
         "steps_per_s": report.steps / wall,
         "wall_ms_per_step": wall * 1e3 / report.steps,
+        "cpu_ms_per_step": cpu * 1e3 / report.steps,
         "create_s": t1 - t0,
         "run_steps_per_s": report.steps / run_s,
         "commits": report.commits,

@@ -303,11 +303,20 @@ def in_flight(
                         f"steps/s, p99 +{got['added_ms_p99']:.0f} ms, "
                         f"{got['kb_per_agent']:.0f} kB per agent"
                     )
-    keys = ("steps_per_s", "added_ms_p50", "added_ms_p99", "kb_per_agent", "wall_s")
+    keys = (
+        "steps_per_s",
+        "added_ms_p50",
+        "added_ms_p99",
+        "kb_per_agent",
+        "wall_s",
+        "cpu_ms_per_step",
+    )
     out: dict[str, Any] = {}
     for name, rs in runs.items():
         if rs:
-            summary: dict[str, Any] = {k: median(float(x[k]) for x in rs) for k in keys}
+            summary: dict[str, Any] = {
+                k: median(float(x[k]) for x in rs) for k in keys if all(k in x for x in rs)
+            }
             summary.update(
                 agents=rs[0]["agents"],
                 steps_per_agent=rs[0]["steps_per_agent"],

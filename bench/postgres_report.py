@@ -22,7 +22,7 @@ def rows(pg: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
     for r in out:
         if r[0].startswith("Floor:"):
             r[0] = "Floor: one durable PostgreSQL commit, an autocommitted INSERT (ms)"
-        elif r[0].startswith("W2"):
+        elif r[0].startswith("W2 durable"):
             r[0] = "W2 durable steps/s, many agents in one process (ratio >1: stead faster)"
     systems = [s["name"] for s in pg["systems"]]
     peers = systems[1:]
@@ -55,6 +55,16 @@ def rows(pg: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
         lambda f: f"{_n(f['added_ms_p99'])} ({_n(f['added_ms_p50'])})",
         lambda s, p: f"{s['added_ms_p99'] / p['added_ms_p99']:.2f}x",
     )
+    if any("cpu_ms_per_step" in f for f in flight.values()):
+        row(
+            "In flight: the worker process's CPU per step, ms (ratio <1: stead less)",
+            lambda f: _n(f["cpu_ms_per_step"], 2) if "cpu_ms_per_step" in f else "-",
+            lambda s, p: (
+                f"{s['cpu_ms_per_step'] / p['cpu_ms_per_step']:.2f}x"
+                if "cpu_ms_per_step" in s and "cpu_ms_per_step" in p
+                else "-"
+            ),
+        )
     row(
         "In flight: memory per agent, RSS growth / agents, kB (ratio <1: stead less)",
         lambda f: _n(f["kb_per_agent"]),
@@ -83,7 +93,7 @@ def durability_rows(pg: Mapping[str, Any]) -> list[list[str]]:
 
 DURABILITY_HEADERS = ["System", "Versions", "Read back from a live session", "Server"]
 IN_FLIGHT_HEADERS = ["System", "Agents", "How", "steps/s", "p50 / p99 / max added (ms)",
-                     "RSS before -> peak (MiB)", "wall (s)"]  # fmt: skip
+                     "CPU/step (ms)", "RSS before -> peak (MiB)", "wall (s)"]  # fmt: skip
 
 
 def in_flight_rows(pg: Mapping[str, Any]) -> list[list[str]]:
@@ -98,6 +108,7 @@ def in_flight_rows(pg: Mapping[str, Any]) -> list[list[str]]:
                     r["how"],
                     _n(r["steps_per_s"], 1),
                     f"{_n(r['added_ms_p50'])} / {_n(r['added_ms_p99'])} / {_n(r['added_ms_max'])}",
+                    _n(r["cpu_ms_per_step"], 2) if "cpu_ms_per_step" in r else "-",
                     f"{r['rss_base_kb'] / 1024:,.0f} -> {r['rss_peak_kb'] / 1024:,.0f}",
                     _n(r["wall_s"], 1),
                 ]

@@ -30,6 +30,7 @@ from psycopg import sql
 from stead import Runtime
 
 from . import crash_stead, many, resume, steps, workload
+from .cpu import process_cpu_s
 from .postgres import _rss_kb
 from .stats import median, pct
 from .systems import Hist, System
@@ -204,14 +205,15 @@ def _in_flight(
         base = peak = _rss_kb(proc.pid)
         provider = {"provider": "openai", "name": "bench", "base_url": model_url}
         spec = dataclasses.replace(workload.spec(workdir, model=provider), max_steps=n)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), process_cpu_s(proc.pid)
         ids = [rt.create(spec).agent_id for _ in range(agents)]
         while server.busy(schema):
             if proc.poll() is not None:
                 raise RuntimeError(f"the worker exited ({proc.returncode})")
             peak = max(peak, _rss_kb(proc.pid))
             time.sleep(0.1)
-        wall = time.perf_counter() - t0
+        # the worker's processor time (the agents are created from this process, not it)
+        wall, cpu = time.perf_counter() - t0, process_cpu_s(proc.pid) - c0
         settings = store_settings(rt)
     finally:
         proc.terminate()
@@ -230,6 +232,8 @@ def _in_flight(
         "steps": made,
         "wall_s": wall,
         "steps_per_s": made / wall,
+        "cpu_s": cpu,
+        "cpu_ms_per_step": cpu * 1e3 / max(made, 1),
         "latency_s": latency,
         "added_ms_p50": median(added),
         "added_ms_p99": pct(added, 99),

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import comparison, postgres_report
+from . import comparison, curve, postgres_report
 from .resume import History
 from .stats import median
 from .workload import STEP_KINDS
@@ -27,6 +27,7 @@ STEP_KEYS = (
     "events_per_step",
     "state_bytes",
     "wall_ms_per_step",
+    "cpu_ms_per_step",
     "commit_ms_per_step",
     "write_ms_per_step",
     "sql_commit_ms_per_step",
@@ -153,7 +154,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         ),
         (
             "Durable steps, one agent, SQLite",
-            f"{_n(s['steps_per_s'], 0)} steps/s; {_n(s['ms_per_step'])} ms/step",
+            f"{_n(s['steps_per_s'], 0)} steps/s; {_n(s['ms_per_step'])} ms/step; "
+            f"CPU {_n(s['cpu_ms_per_step'])} ms/step",
             f"{_n(s['x_floor'], 1)}x the floor (paired by round); "
             f"{_n(s['commits_per_step'], 1)} commits/step "
             f"(= {_n(s['commit_floor_ms_per_step'])} ms at the floor); p99 "
@@ -161,7 +163,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         ),
         (
             "Same steps, memory store (no I/O)",
-            f"{_n(m['steps_per_s'], 0)} steps/s; {_n(m['ms_per_step'])} ms/step",
+            f"{_n(m['steps_per_s'], 0)} steps/s; {_n(m['ms_per_step'])} ms/step; "
+            f"CPU {_n(m['cpu_ms_per_step'])} ms/step",
             "the runtime's own CPU cost per step (and the memory store's JSON copies)",
         ),
     ]
@@ -170,7 +173,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(
             (
                 "Same steps, a model over HTTP (OpenAI wire format, local, zero latency)",
-                f"{_n(http['steps_per_s'], 0)} steps/s; {_n(http['ms_per_step'])} ms/step",
+                f"{_n(http['steps_per_s'], 0)} steps/s; {_n(http['ms_per_step'])} ms/step; "
+                f"CPU {_n(http['cpu_ms_per_step'])} ms/step",
                 f"{_n(http['x_scripted'], 1)}x the scripted model (paired by round): the "
                 "runtime's own cost of rendering the conversation, the request and "
                 f"checking the answer; {cfg['steps']} steps x {cfg['rounds']} rounds",
@@ -181,7 +185,8 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(
             (
                 f"Same steps on SQLite, {large['output_bytes']:,}-byte tool results",
-                f"{_n(large['steps_per_s'], 0)} steps/s; {_n(large['ms_per_step'])} ms/step",
+                f"{_n(large['steps_per_s'], 0)} steps/s; {_n(large['ms_per_step'])} ms/step; "
+                f"CPU {_n(large['cpu_ms_per_step'])} ms/step",
                 f"{_n(large['x_small_outputs'], 1)}x the 100-byte case; the state every "
                 f"commit rewrites is {large['state_bytes'] / 1e3:,.0f} kB "
                 f"(vs {s['state_bytes'] / 1e3:,.1f} kB); {cfg['large_steps']} steps x "
@@ -420,6 +425,13 @@ def show(res: Mapping[str, Any]) -> None:
         console.print(t)
     for e in cmp["errors"]:
         console.print(f"[red]failed[/red]: {e['system']} {e['workload']}: {e['error']}")
+    if res.get("curve"):
+        t = Table(title="A step's cost against the conversation's length (medians per size)")
+        for i, h in enumerate(curve.HEADERS):
+            t.add_column(h, justify="left" if i < 2 else "right")
+        for cells in curve.rows(res["curve"]):
+            t.add_row(*cells)
+        console.print(t)
     postgres_report.show(console, res.get("postgres"), cfg)
     console.print()
     console.print("[bold]stead in detail[/bold]")
@@ -477,6 +489,7 @@ def markdown(res: Mapping[str, Any]) -> str:
         "",
     ]
     lines += comparison.markdown(res["compare"], cfg)
+    lines += curve.markdown(res.get("curve"))
     lines += postgres_report.markdown(res.get("postgres"), cfg)
     lines += [
         "",

@@ -126,7 +126,7 @@ def measure(
 
         if profiler is not None:
             profiler.enable()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         outcome = rt.run(
             agent_id,
             model=model,
@@ -134,7 +134,7 @@ def measure(
             max_steps=steps,
             on_commit=on_commit,
         )
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if profiler is not None:
             profiler.disable()
     finally:
@@ -175,6 +175,9 @@ def measure(
         "state_bytes": len(dumps(outcome.state.to_json()).encode()),
         # per step, averaged over the whole run (so including the activation's start and end)
         "wall_ms_per_step": per_step(wall),
+        # this process's processor time (every thread) over the run: the model, when
+        # over HTTP, answers from a process of its own and is not counted
+        "cpu_ms_per_step": per_step(cpu),
         "commit_ms_per_step": per_step(commit.total + append.total),
         "write_ms_per_step": per_step(write.total),
         "sql_commit_ms_per_step": per_step(commit_sql),

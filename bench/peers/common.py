@@ -68,10 +68,22 @@ class Marks:
         return [(b - a) * 1e3 for a, b in itertools.pairwise(t)]
 
 
-def steps_result(steps: int, wall_s: float, marks: Marks, **extra: Any) -> dict[str, Any]:
+def cpu_fields(cpu_s: float | None, steps: int) -> dict[str, Any]:
+    """This process's CPU time (user + system, every thread) over the timed part, per step:
+    what the system costs the machine, which a busy shared machine distorts less than
+    wall time (a process waiting for the processor accrues none)."""
+    if cpu_s is None:
+        return {}
+    return {"cpu_s": cpu_s, "cpu_ms_per_step": cpu_s * 1e3 / steps}
+
+
+def steps_result(
+    steps: int, wall_s: float, marks: Marks, cpu_s: float | None = None, **extra: Any
+) -> dict[str, Any]:
     """The W1/W2 summary every peer reports."""
     step_ms = marks.step_ms()
     return {
+        **cpu_fields(cpu_s, steps),
         "steps": steps,
         "wall_s": wall_s,
         "steps_per_s": steps / wall_s,
@@ -83,13 +95,23 @@ def steps_result(steps: int, wall_s: float, marks: Marks, **extra: Any) -> dict[
     }
 
 
+def window_at(target: float, per_step: float, window: int, least: int = 5) -> int:
+    """The steps the step-cost curve measures at ``target`` tokens: ``window``, but fewer
+    where they would grow a short conversation by more than half its size (at least
+    ``least``), so that a point stays near its size."""
+    return max(least, min(window, int(target / 2 / per_step)))
+
+
 # -- SQLite ---------------------------------------------------------------------
 
 
-def many_result(agents: int, steps: int, wall_s: float, **extra: Any) -> dict[str, Any]:
+def many_result(
+    agents: int, steps: int, wall_s: float, cpu_s: float | None = None, **extra: Any
+) -> dict[str, Any]:
     """W2's result for ``agents`` agents of ``steps`` steps each, run in ``wall_s``."""
     total = agents * steps
     return {
+        **cpu_fields(cpu_s, total),
         "agents": agents,
         "steps_per_agent": steps,
         "steps": total,

@@ -160,9 +160,9 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
     try:
         run_agent("warmup", 20)
         MARKS.times.clear()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run_agent("agent-0", args.steps)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         used = settings()
     finally:
         DBOS.destroy()
@@ -173,6 +173,7 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
         **used,
         operations_per_step=(rows(db) - 40) / args.steps,
         variant=args.variant or "wal-full",
+        cpu_s=cpu,
     )
 
 
@@ -187,7 +188,7 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
     try:
         run_agent("warmup", 20)
         ids = [f"agent-{a}" for a in range(args.agents)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if args.variant == "concurrent":
             handles = []
             for wid in ids:
@@ -198,7 +199,7 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
         else:
             for wid in ids:
                 run_agent(wid, args.steps)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         used = settings()
     finally:
         DBOS.destroy()
@@ -208,6 +209,7 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
         wall,
         concurrency="start_workflow" if args.variant == "concurrent" else "sequential",
         **used,
+        cpu_s=cpu,
     )
 
 

@@ -160,9 +160,9 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
     try:
         graph = builder().compile(checkpointer=SqliteSaver(conn))
         MARKS.times.clear()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run_agent(graph, "agent-0", args.steps, mode)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         settings, counts = sqlite_settings(conn), rows(conn)
     finally:
         conn.close()
@@ -174,6 +174,7 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
         **settings,
         checkpoints_per_step=counts["checkpoints"] / args.steps,
         writes_per_step=counts["writes"] / args.steps,
+        cpu_s=cpu,
     )
 
 
@@ -189,7 +190,7 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
     try:
         graph = builder().compile(checkpointer=SqliteSaver(conn))
         threads = [f"agent-{a}" for a in range(args.agents)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if args.variant == "batch":
             outs = graph.batch(
                 [{"step": 0, "limit": args.steps, "memory": {}} for _ in threads],
@@ -201,7 +202,7 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
         else:
             for t in threads:
                 run_agent(graph, t, args.steps, mode)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         settings = sqlite_settings(conn)
     finally:
         conn.close()
@@ -212,6 +213,7 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
         concurrency="graph.batch" if args.variant == "batch" else "sequential",
         durability=mode,
         **settings,
+        cpu_s=cpu,
     )
 
 
@@ -246,12 +248,12 @@ def cmd_w3_resume(args: argparse.Namespace) -> dict[str, Any]:
     """
     path, done = args.dir / "history.db", args.steps
     g = builder()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     conn = connect(path)
     graph = g.compile(checkpointer=SqliteSaver(conn))
     t1 = time.perf_counter()
     out = graph.invoke({"limit": done + 1}, config("agent", 1), durability="sync")
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     conn.close()
     if out["step"] != done + 1 or CALLS != {"model": 1, "tool": 1}:
         raise RuntimeError(f"resumed at step {out['step']} with calls {CALLS}, wanted {done + 1}")
@@ -259,6 +261,7 @@ def cmd_w3_resume(args: argparse.Namespace) -> dict[str, Any]:
         "resume_ms": (t2 - t0) * 1e3,
         "open_ms": (t1 - t0) * 1e3,
         "run_ms": (t2 - t1) * 1e3,
+        "cpu_ms": (c2 - c0) * 1e3,
         "steps_after": out["step"],
     }
 

@@ -88,9 +88,9 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
         run_agent(graph, "warmup", 20, "sync")
         MARKS.times.clear()
         before = rows(conn)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run_agent(graph, "agent-0", args.steps, "sync")
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         after, used = rows(conn), server_settings(conn)
     return steps_result(
         args.steps,
@@ -99,6 +99,7 @@ def cmd_w1(args: argparse.Namespace) -> dict[str, Any]:
         durability="sync",
         **used,
         **{f"{t}_per_step": (after[t] - before[t]) / args.steps for t in after},
+        cpu_s=cpu,
     )
 
 
@@ -107,13 +108,19 @@ def cmd_w2(args: argparse.Namespace) -> dict[str, Any]:
     with connect(args) as conn:
         graph = builder().compile(checkpointer=saver(conn))
         run_agent(graph, "warmup", 20, "sync")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for a in range(args.agents):
             run_agent(graph, f"agent-{a}", args.steps, "sync")
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         used = server_settings(conn)
     return many_result(
-        args.agents, args.steps, wall, concurrency="sequential", durability="sync", **used
+        args.agents,
+        args.steps,
+        wall,
+        concurrency="sequential",
+        durability="sync",
+        **used,
+        cpu_s=cpu,
     )
 
 
@@ -136,12 +143,12 @@ def cmd_w3_resume(args: argparse.Namespace) -> dict[str, Any]:
     """In this fresh process: connect, compile, invoke ONE more step on the thread."""
     done = args.steps
     g = builder()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     conn = connect(args)
     graph = g.compile(checkpointer=PostgresSaver(conn))
     t1 = time.perf_counter()
     out = graph.invoke({"limit": done + 1}, config("agent", 1), durability="sync")
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     conn.close()
     if out["step"] != done + 1 or CALLS != {"model": 1, "tool": 1}:
         raise RuntimeError(f"resumed at step {out['step']} with calls {CALLS}, wanted {done + 1}")
@@ -149,6 +156,7 @@ def cmd_w3_resume(args: argparse.Namespace) -> dict[str, Any]:
         "resume_ms": (t2 - t0) * 1e3,
         "open_ms": (t1 - t0) * 1e3,
         "run_ms": (t2 - t1) * 1e3,
+        "cpu_ms": (c2 - c0) * 1e3,
         "steps_after": out["step"],
     }
 
@@ -205,9 +213,9 @@ async def in_flight(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*(agent(f"warmup-{i}", 2) for i in range(4)))
         model.answers.clear()
         with RssPeak() as rss:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             await asyncio.gather(*(agent(f"agent-{a}", args.steps) for a in range(args.agents)))
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         async with pool.connection() as conn:
             cur = await conn.execute("SHOW synchronous_commit")
             sync = (await cur.fetchone())["synchronous_commit"]  # type: ignore[index]
@@ -224,6 +232,7 @@ async def in_flight(args: argparse.Namespace) -> dict[str, Any]:
         how=f"async graph, ainvoke, AsyncPostgresSaver over a pool of {pool_size} connections",
         synchronous_commit=sync,
         durability="sync",
+        cpu_s=cpu,
     )
 
 

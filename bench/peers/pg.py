@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 
 from ..stats import median, pct
-from .common import decision_data, run_tool
+from .common import cpu_fields, decision_data, run_tool
 
 TOOLS = [
     {
@@ -162,6 +162,7 @@ def in_flight_result(
     latency_s: float,
     answers: dict[str, list[float]],
     rss: RssPeak,
+    cpu_s: float | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """Steps/s in all, added latency per step (p50, p99), memory per agent in flight."""
@@ -171,6 +172,7 @@ def in_flight_result(
         (b - a - latency_s) * 1e3 for ts in answers.values() for a, b in itertools.pairwise(ts)
     ]
     return {
+        **cpu_fields(cpu_s, agents * steps),
         "agents": agents,
         "steps_per_agent": steps,
         "steps": agents * steps,
