@@ -56,8 +56,20 @@ def _answer(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    # keep-alive, as a model service keeps its connections: a connection per request
+    # would add a TCP handshake and a new client connection to every step measured
+    protocol_version = "HTTP/1.1"
+
     def log_message(self, *args: Any) -> None:
         pass
+
+    def _reply(self, payload: bytes) -> None:
+        # one write: headers and body sent apart wait on the client's delayed ACK
+        self.wfile.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
 
     def do_GET(self) -> None:
         """``GET /stats``: the request sizes (bytes) since the last call, which it clears;
@@ -65,11 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
         with _SIZES_LOCK:
             payload = json.dumps({"request_bytes": _SIZES}).encode()
             _SIZES.clear()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self._reply(payload)
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["content-length"]))
@@ -78,12 +86,7 @@ class _Handler(BaseHTTPRequestHandler):
             with _SIZES_LOCK:
                 _SIZES.append(len(raw))
         time.sleep(LATENCY)  # a real model thinks before it answers
-        payload = json.dumps(_answer(body)).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self._reply(json.dumps(_answer(body)).encode())
 
 
 class FakeModelServer:
