@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stead import Kind, parse_spec
+from stead.errors import ContextTooLong
 from stead.models.base import Decision, RenderedContext
 from stead.models.provider import Summary
 from stead.models.summaries import AHEAD
@@ -69,7 +70,9 @@ class Conversing:
         pass
 
 
-def run_conversing(tmp_path: Path, live: bool) -> tuple[Conversing, list[Any]]:
+def run_conversing(
+    tmp_path: Path, live: bool, model: Conversing | None = None
+) -> tuple[Conversing, list[Any]]:
     (tmp_path / "seed").mkdir()
     for i in range(3):
         (tmp_path / "seed" / f"page{i}.txt").write_text(f"page {i} " + "word " * 300)
@@ -77,7 +80,7 @@ def run_conversing(tmp_path: Path, live: bool) -> tuple[Conversing, list[Any]]:
     spec = {"name": "reader", "model": "program:conversing", "tools": ["read_file"],
             "workspace": "seed"}  # fmt: skip
     agent_id = rt.create(parse_spec(spec, tmp_path)).agent_id
-    model = Conversing(live)
+    model = model or Conversing(live)
     state = rt.run(agent_id, model=model, max_steps=100).state
     assert state.status == "completed", state.status_reason
     events = list(rt.store.read_events(agent_id))
@@ -103,6 +106,28 @@ def test_a_model_that_is_not_live_is_compacted_before_the_decision(tmp_path: Pat
     compactions = [i for i, e in enumerate(events) if e.kind == Kind.CONTEXT_COMPACTED]
     assert compactions and not model.overlapped
     assert all(events[i + 1].kind == Kind.DECISION for i in compactions)
+
+
+class TooLongOnce(Conversing):
+    """Answers "too long" to the first decision asked beside a summary."""
+
+    told = False
+
+    def decide(self, context: RenderedContext) -> Decision:
+        decision = super().decide(context)
+        if self.overlapped and not self.told:
+            self.told = True
+            raise ContextTooLong("the request is longer than the window")
+        return decision
+
+
+def test_a_summary_overtaken_by_a_forced_compaction_is_not_used(tmp_path: Path) -> None:
+    """The decision asked beside a summary was refused as too long: the retry compacts
+    further, and the summary asked beside (an older cut) is then not journaled."""
+    model, events = run_conversing(tmp_path, live=True, model=TooLongOnce(live=True))
+    assert model.told
+    cuts = [e.data["through"] for e in events if e.kind == Kind.CONTEXT_COMPACTED]
+    assert cuts == sorted(set(cuts))  # never back to an older cut
 
 
 def test_a_recorded_model_is_asked_one_request_after_the_other(
