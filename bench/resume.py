@@ -25,7 +25,11 @@ from typing import Any
 from stead import Kind, Runtime
 from stead.clock import SystemClock
 from stead.ids import new_id
-from stead.journal import NewEvent
+from stead.integrity.anchoring import RECHECKED
+from stead.journal import NewEvent, seal
+from stead.state import State, apply
+from stead.store.anchors import Anchor
+from stead.store.base import Store
 
 from . import workload
 from .workload import REPO_ROOT
@@ -79,14 +83,14 @@ def build(workdir: Path, events: int, url: str = "") -> History:
         for step in range(1, steps + 1):
             batch += workload.step_events(agent_id, step, clock, rng)
             if len(batch) >= BATCH_EVENTS:
-                _, state = store.commit(state, batch, epoch=lease.epoch, at=clock.now())
+                state = _commit(store, state, batch, lease.epoch, clock.now())
                 batch = []
         # pad to the exact length with memory writes outside any step
         batch += [
             NewEvent(Kind.MEMORY_WRITTEN, {"values": {"looked_up": steps}}) for _ in range(padding)
         ]
         if batch:
-            _, state = store.commit(state, batch, epoch=lease.epoch, at=clock.now())
+            state = _commit(store, state, batch, lease.epoch, clock.now())
         store.release_lease(lease)
     finally:
         rt.close()  # the last connection closing checkpoints the WAL into the main file
@@ -95,6 +99,19 @@ def build(workdir: Path, events: int, url: str = "") -> History:
         raise RuntimeError(f"built {state.version} events, wanted {events} + {grants} grants")
     size = _db_bytes(db) if not url else 0
     return History(events, db, data, agent_id, steps, build_s, size, url)
+
+
+def _commit(store: Store, state: State, batch: list[NewEvent], epoch: int, at: float) -> State:
+    """``store.commit``, anchored as an activation anchors its commits: all but its
+    newest ``RECHECKED`` events counted as checked (it sealed them itself), so a resume
+    checks what it would check after a real activation of this length."""
+    sealed = seal(state.agent_id, state.version + 1, state.head_hash, at, epoch, batch)
+    new = state
+    for ev in sealed:
+        new = apply(new, ev)
+    anchor = Anchor.of(new, max(0, new.version - RECHECKED), epoch=epoch)
+    store.append(sealed, new, expected_version=state.version, epoch=epoch, at=at, anchor=anchor)
+    return new
 
 
 def _db_bytes(db: Path) -> int:
