@@ -40,6 +40,7 @@ from stead.sandbox.secrets import Vault
 from stead.state import fold
 from stead.store.anchors import Anchor
 from stead.store.base import Store
+from stead.store.codec import unpack
 from stead.store.postgres import PostgresStore
 from stead.store.scoped import TenantStore
 from stead.store.sqlite import SqliteStore
@@ -330,7 +331,7 @@ def _as_an_older_stead_left_it(m: Made, db: Path) -> None:
         ).fetchall()
         prev, events = GENESIS_HASH, []
         for seq, kind, at, data, _prev, _hash, epoch in rows:
-            parsed = json.loads(data)
+            parsed = json.loads(unpack(data, f"event {seq}"))
             parsed.pop("spec_digest", None)
             text = dumps(parsed)
             h = event_hash(m.agent, seq, kind, at, text, prev)
