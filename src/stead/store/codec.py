@@ -108,7 +108,7 @@ def unpack(stored: str | bytes | bytearray | memoryview, where: str, seq: int | 
     damaged or written by a stead that knows a codec this one does not)."""
     if isinstance(stored, str):
         return stored
-    body = bytes(stored)
+    body = b"" if stored is None else bytes(stored)
     if not body or body[0] not in CODECS:
         shown = f"codec {body[0]}" if body else "an empty value"
         raise IntegrityError(
