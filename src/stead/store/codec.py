@@ -15,6 +15,10 @@ bench's workloads). A stored value is one of:
   dictionary 1. A later dictionary takes a new byte, so rows written with an
   older one stay readable for as long as stead ships it.
 
+SQLite also keeps an event's ``hash`` and ``prev_hash`` as their 32 bytes
+(:func:`pack_hash`) rather than 64 hex digits: a hash does not compress, and it
+is a third of a small event's row.
+
 Only the bytes at rest change: every hash (the event's, the chain's, the state
 row's anchor) is taken over the canonical text, before :func:`pack` and after
 :func:`unpack`, exactly as it was. A row that does not unpack (an unknown codec
@@ -135,6 +139,28 @@ def unpack(stored: str | bytes | bytearray | memoryview, where: str, seq: int | 
         return raw.decode("utf-8")
     except (zstandard.ZstdError, UnicodeDecodeError) as exc:
         raise _damaged(where, seq, str(exc)) from exc
+
+
+def pack_hash(digest: str) -> str | bytes:
+    """What to store for a SHA-256 in hex: its 32 bytes, half the text's size.
+
+    Only a digest that reads back as exactly the same text (64 lowercase hex
+    digits, as stead writes them) is packed; anything else is kept as it is, for
+    the chain check to judge.
+    """
+    if len(digest) == 64:
+        try:
+            raw = bytes.fromhex(digest)
+        except ValueError:
+            return digest
+        if raw.hex() == digest:
+            return raw
+    return digest
+
+
+def unpack_hash(stored: str | bytes) -> str:
+    """The hex text :func:`pack_hash` was given."""
+    return stored if isinstance(stored, str) else bytes(stored).hex()
 
 
 def _damaged(where: str, seq: int | None, why: str) -> IntegrityError:

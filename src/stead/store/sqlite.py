@@ -171,8 +171,8 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
                     e.kind,
                     e.at,
                     codec.pack(e.data_json if e.data_json is not None else dumps(dict(e.data))),
-                    e.prev_hash,
-                    e.hash,
+                    codec.pack_hash(e.prev_hash),
+                    codec.pack_hash(e.hash),
                     e.epoch,
                 )
                 for e in events
@@ -526,7 +526,8 @@ def _event(agent_id: str, row: Sequence[Any]) -> Event:
             f"valid JSON ({exc}); run `stead audit verify {agent_id}`",
             seq=s,
         ) from exc
-    return Event(agent_id, s, kind, at, parsed, prev_hash, h, epoch, data)
+    prev, this = codec.unpack_hash(prev_hash), codec.unpack_hash(h)
+    return Event(agent_id, s, kind, at, parsed, prev, this, epoch, data)
 
 
 def _signal_rows(rows: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:

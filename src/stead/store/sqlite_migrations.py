@@ -42,7 +42,17 @@ def refold_states(db: sqlite3.Connection) -> None:
         try:
             texts = [(r, codec.unpack(r[3], f"agent {agent_id}: event {r[0]}", r[0])) for r in rows]
             events = [
-                Event(agent_id, seq, kind, at, loads(text), prev, h, epoch, text)
+                Event(
+                    agent_id,
+                    seq,
+                    kind,
+                    at,
+                    loads(text),
+                    codec.unpack_hash(prev),
+                    codec.unpack_hash(h),
+                    epoch,
+                    text,
+                )
                 for (seq, kind, at, _, prev, h, epoch), text in texts
             ]
             row = loads(codec.unpack(stored, f"agent {agent_id}'s state row"))
