@@ -106,10 +106,18 @@ def pack(text: str) -> str | bytes:
     return bytes((WRITE_CODEC,)) + frame
 
 
-def unpack(stored: str | bytes | bytearray | memoryview, where: str, seq: int | None = None) -> str:
+def unpack(
+    stored: str | bytes | bytearray | memoryview | None,
+    where: str,
+    seq: int | None = None,
+    *,
+    agent_id: str = "",
+) -> str:
     """The text :func:`pack` was given; ``where`` (and ``seq``, an event's) names the
     row in the error if it cannot be read back (an IntegrityError: the row was
-    damaged or written by a stead that knows a codec this one does not)."""
+    damaged or written by a stead that knows a codec this one does not), and
+    ``agent_id`` the agent its audit command names."""
+    audit = f"`stead audit verify {agent_id}`" if agent_id else "`stead audit verify`"
     if isinstance(stored, str):
         return stored
     body = b"" if stored is None else bytes(stored)
@@ -118,27 +126,30 @@ def unpack(stored: str | bytes | bytearray | memoryview, where: str, seq: int | 
         raise IntegrityError(
             f"{where} cannot be read: it is stored with {shown}, which this stead does not "
             "know (a newer stead wrote it, or the row was damaged); open the store with the "
-            "stead that wrote it, or run `stead audit verify`",
+            f"stead that wrote it, or run {audit}",
             seq=seq,
         )
     frame = body[1:]
     try:
         size = zstandard.frame_content_size(frame)
     except zstandard.ZstdError as exc:
-        raise _damaged(where, seq, f"not a zstandard frame ({exc})") from exc
+        raise _damaged(where, seq, audit, f"not a zstandard frame ({exc})") from exc
     if size < 0 or size > MAX_TEXT:
         raise _damaged(
             where,
             seq,
+            audit,
             "its frame does not state its size" if size < 0 else f"it claims {size:,} bytes",
         )
     try:
         raw = _decompressor(body[0]).decompress(frame, max_output_size=MAX_TEXT)
         if len(raw) != size:
-            raise _damaged(where, seq, f"it unpacked to {len(raw)} bytes, not the {size} it claims")
+            raise _damaged(
+                where, seq, audit, f"it unpacked to {len(raw)} bytes, not the {size} it claims"
+            )
         return raw.decode("utf-8")
     except (zstandard.ZstdError, UnicodeDecodeError) as exc:
-        raise _damaged(where, seq, str(exc)) from exc
+        raise _damaged(where, seq, audit, str(exc)) from exc
 
 
 def pack_hash(digest: str) -> str | bytes:
@@ -163,9 +174,9 @@ def unpack_hash(stored: str | bytes) -> str:
     return stored if isinstance(stored, str) else bytes(stored).hex()
 
 
-def _damaged(where: str, seq: int | None, why: str) -> IntegrityError:
+def _damaged(where: str, seq: int | None, audit: str, why: str) -> IntegrityError:
     return IntegrityError(
         f"{where} is damaged: its compressed bytes do not unpack ({why}); "
-        "run `stead audit verify` and restore the store from a backup",
+        f"run {audit} and restore the store from a backup",
         seq=seq,
     )

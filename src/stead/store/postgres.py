@@ -557,7 +557,9 @@ def _insert_events(db: Conn, events: Sequence[Event]) -> None:
 def _event(agent_id: str, row: Sequence[Any]) -> Event:
     """An event from its stored row; corrupt JSON is an integrity error, not a crash."""
     s, kind, at, text, prev_hash, h, epoch, packed = row
-    data = codec.unpack(text if packed is None else packed, f"agent {agent_id}: event {s}", s)
+    data = codec.unpack(
+        text if packed is None else packed, f"agent {agent_id}: event {s}", s, agent_id=agent_id
+    )
     try:
         parsed = loads(data)
     except ValueError as exc:

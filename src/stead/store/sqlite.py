@@ -186,7 +186,7 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
             ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
-        spec = codec.unpack(row[2], f"agent {agent_id}'s spec")
+        spec = codec.unpack(row[2], f"agent {agent_id}'s spec", agent_id=agent_id)
         return AgentRecord(agent_id, row[0], row[1], loads(spec), row[3])
 
     def load_state(self, agent_id: str) -> State:
@@ -196,7 +196,9 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
             ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
-        return State.from_json(loads(codec.unpack(row[0], f"agent {agent_id}'s state row")))
+        return State.from_json(
+            loads(codec.unpack(row[0], f"agent {agent_id}'s state row", agent_id=agent_id))
+        )
 
     def get_row(self, agent_id: str) -> AgentRow:
         sql = "SELECT tenant, name, status, version, wake_at FROM agents WHERE agent_id = ?"
@@ -517,7 +519,7 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
 def _event(agent_id: str, row: Sequence[Any]) -> Event:
     """An event from its stored row; corrupt JSON is an integrity error, not a crash."""
     s, kind, at, stored, prev_hash, h, epoch = row
-    data = codec.unpack(stored, f"agent {agent_id}: event {s}", s)
+    data = codec.unpack(stored, f"agent {agent_id}: event {s}", s, agent_id=agent_id)
     try:
         parsed = loads(data)
     except ValueError as exc:
