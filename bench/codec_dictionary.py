@@ -59,7 +59,7 @@ def _demo(work: Path) -> Path:
     return folder / "stead.db"
 
 
-def _steps(work: Path, agents: int = 4, steps: int = 60) -> Path:
+def _steps(work: Path, agents: int = 2, steps: int = 30) -> Path:
     folder = work / "steps"
     folder.mkdir()
     rt = Runtime(f"sqlite:///{folder / 'stead.db'}", data_dir=folder / "data")
@@ -87,6 +87,52 @@ def _offline(work: Path) -> Path:
     return folder / "stead.db"
 
 
+def _waiting(work: Path, agents: int = 6) -> Path:
+    """Agents that take a note, wait for a person, are hibernated and woken: the rows
+    of the hibernation guide's cycle (grants, waits, snapshots), with plain English
+    for content."""
+    from stead import ScriptedModel, parse_spec
+    from stead.snapshots.hibernation import hibernate
+
+    folder = work / "waiting"
+    (folder / "seed").mkdir(parents=True)
+    (folder / "seed" / "README.md").write_text("# Tasks\n\nKeep notes here.\n", "utf-8")
+    (folder / "script.yaml").write_text("- {wait_for_input: 'ready?'}\n", "utf-8")
+    spec = parse_spec(
+        {
+            "name": "notes",
+            "instructions": "Take notes of what you are told, then wait for more.",
+            "model": "scripted:script.yaml",
+            "tools": ["read_file", "write_file", "list_files"],
+            "workspace": "seed",
+        },
+        folder,
+    )
+    rt = Runtime(f"sqlite:///{folder / 'stead.db'}", data_dir=folder / "data")
+    try:
+        for n in range(agents):
+            agent = rt.create(spec).agent_id
+            note = f"Meeting {n}: the team agreed to ship the release on Friday.\n"
+            rt.run(
+                agent,
+                model=ScriptedModel.from_data(
+                    [
+                        {"tool": "write_file", "args": {"path": "notes.md", "content": note}},
+                        {"wait_for_input": "anything else?"},
+                        {"tool": "read_file", "args": {"path": "notes.md"}},
+                        {"wait_for_input": "anything else?"},
+                    ]
+                ),
+            )
+            hibernate(rt, agent)
+            rt.send(agent, "Add that the demo moved to Monday.")
+            rt.run(agent)
+            hibernate(rt, agent)
+    finally:
+        rt.close()
+    return folder / "stead.db"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT)
@@ -95,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     texts: list[bytes] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for make in (_demo, _steps, _offline):
+        for make in (_demo, _steps, _offline, _waiting):
             before = len(texts)
             texts.extend(t.encode("utf-8") for t in samples_of(make(work)))
             print(f"{make.__name__.strip('_')}: {len(texts) - before} rows")
