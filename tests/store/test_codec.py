@@ -235,3 +235,11 @@ def test_a_postgres_store_from_before_compression_migrates_and_reads(
         assert audit_journal(store, "ag_old").ok
     rows = raw.execute("SELECT data IS NULL, packed IS NULL FROM events ORDER BY seq").fetchall()
     assert rows[:-1] == [(False, True)] * (len(rows) - 1) and rows[-1] == (True, False)
+
+
+def test_a_checkpoint_is_compressed_once_the_agent_is_at_rest() -> None:
+    text = dumps({"memory": {"note": "what the agent keeps between steps " * 10}})
+    assert codec.pack_checkpoint(text, "running") == text  # replaced by the next commit
+    for status in ("created", "waiting", "hibernated", "completed"):
+        packed = codec.pack_checkpoint(text, status)
+        assert isinstance(packed, bytes) and codec.unpack(packed, "a state row") == text

@@ -151,7 +151,7 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
                     record.created_at,
                     state.version,
                     state.status,
-                    codec.pack(state_row(state, anchor)),
+                    codec.pack_checkpoint(state_row(state, anchor), state.status),
                     at,
                     wake_at(state),
                 ),
@@ -293,7 +293,7 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
             (
                 state.version,
                 state.status,
-                codec.pack(state_row(state, anchor)),
+                codec.pack_checkpoint(state_row(state, anchor), state.status),
                 at,
                 wake_at(state),
                 agent_id,

@@ -66,7 +66,7 @@ def refold_states(db: sqlite3.Connection) -> None:
         db.execute(
             "UPDATE agents SET state = ?, status = ?, version = ?, wake_at = ? WHERE agent_id = ?",
             (
-                codec.pack(dumps(state.to_json())),
+                codec.pack_checkpoint(dumps(state.to_json()), state.status),
                 state.status,
                 state.version,
                 wake_at(state),
