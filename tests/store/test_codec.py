@@ -151,7 +151,7 @@ def test_a_corrupt_compressed_sqlite_row_names_its_event(tmp_path: Path) -> None
 def _as_before_compression(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Write the journal as a stead from before compression did: every row text."""
     with monkeypatch.context() as m:
-        m.setattr(codec, "pack", lambda text: text)
+        m.setattr(codec, "pack", lambda text, level=0: text)
         m.setattr(codec, "pack_hash", lambda digest: digest)
         _journal(store, "ag_old")
 
@@ -237,9 +237,13 @@ def test_a_postgres_store_from_before_compression_migrates_and_reads(
     assert rows[:-1] == [(False, True)] * (len(rows) - 1) and rows[-1] == (True, False)
 
 
-def test_a_checkpoint_is_compressed_once_the_agent_is_at_rest() -> None:
+def test_a_checkpoint_is_compressed_running_or_at_rest() -> None:
+    """A running agent's checkpoint at the fast level, one at rest at the smaller one;
+    each reads back the same (the level is no part of the stored format)."""
     text = dumps({"memory": {"note": "what the agent keeps between steps " * 10}})
-    assert codec.pack_checkpoint(text, "running") == text  # replaced by the next commit
+    running = codec.pack_checkpoint(text, "running")
+    assert isinstance(running, bytes) and codec.unpack(running, "a state row") == text
     for status in ("created", "waiting", "hibernated", "completed"):
         packed = codec.pack_checkpoint(text, status)
         assert isinstance(packed, bytes) and codec.unpack(packed, "a state row") == text
+        assert len(packed) <= len(running)
