@@ -16,8 +16,8 @@ bench's workloads). A stored value is one of:
   older one stay readable for as long as stead ships it.
 
 SQLite also keeps an event's ``hash`` and ``prev_hash`` as their 32 bytes
-(:func:`pack_hash`) rather than 64 hex digits: a hash does not compress, and it
-is a third of a small event's row.
+(:func:`pack_hash`) rather than 64 hex digits: a hash does not compress beyond
+its 32 bytes, and its hex is a third of a small event's row.
 
 Only the bytes at rest change: every hash (the event's, the chain's, the state
 row's anchor) is taken over the canonical text, before :func:`pack` and after
@@ -131,9 +131,9 @@ def unpack(
     row in the error if it cannot be read back (an IntegrityError: the row was
     damaged or written by a stead that knows a codec this one does not), and
     ``agent_id`` the agent its audit command names."""
-    audit = f"`stead audit verify {agent_id}`" if agent_id else "`stead audit verify`"
     if isinstance(stored, str):
         return stored
+    audit = f"`stead audit verify {agent_id}`" if agent_id else "`stead audit verify`"
     body = b"" if stored is None else bytes(stored)
     if not body or body[0] not in CODECS:
         shown = f"codec {body[0]}" if body else "an empty value"
