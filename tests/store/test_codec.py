@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,26 @@ def test_any_json_text_reads_back_exactly_and_is_stored_no_larger(data: dict[str
         assert stored[0] == codec.WRITE_CODEC and len(stored) < len(text.encode("utf-8"))
     else:
         assert stored == text
+
+
+@given(st.lists(st.dictionaries(st.text(), json_values, max_size=6), min_size=1, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_any_event_data_stored_in_sqlite_reads_back_with_the_hash_it_was_sealed_with(
+    datas: list[dict[str, Any]],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp, SqliteStore(Path(tmp) / "s.db") as store:
+        state = store.create_agent(
+            _record(), [NewEvent(Kind.AGENT_CREATED, {"tenant": "t1", "name": "n"})], at=T0
+        )
+        sealed, _ = store.commit(
+            state, [NewEvent(Kind.WORKSPACE_RESTORED, d) for d in datas], epoch=0, at=T0 + 1
+        )
+        stored = list(store.read_events("ag_1"))[1:]
+        assert [(e.data_json, e.hash, e.prev_hash) for e in stored] == [
+            (e.data_json, e.hash, e.prev_hash) for e in sealed
+        ]
+        assert [dict(e.data) for e in stored] == datas
+        assert verify_chain(store.read_events("ag_1")).ok
 
 
 @given(st.binary(min_size=32, max_size=32))
