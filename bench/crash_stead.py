@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from stead import Runtime, parse_spec, tool
+from stead.store import codec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOL_SECONDS = 0.05
@@ -44,7 +45,7 @@ def _states(db: Path) -> dict[str, dict[str, Any]]:
         rows = con.execute("SELECT agent_id, state FROM agents").fetchall()
     finally:
         con.close()
-    return {agent_id: json.loads(text) for agent_id, text in rows}
+    return {agent_id: json.loads(codec.unpack(text, "a state row")) for agent_id, text in rows}
 
 
 def _wait(states: Callable[[], dict[str, dict[str, Any]]], done: Any, what: str) -> float:

@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import zstandard
 from psycopg import sql as pgsql
 
 from stead import FakeClock, Runtime, parse_spec
@@ -38,8 +39,10 @@ from stead.integrity.audit import audit
 from stead.journal import GENESIS_HASH, Event, event_hash
 from stead.sandbox.secrets import Vault
 from stead.state import fold
+from stead.store import codec
 from stead.store.anchors import Anchor
 from stead.store.base import Store
+from stead.store.codec import unpack
 from stead.store.postgres import PostgresStore
 from stead.store.scoped import TenantStore
 from stead.store.sqlite import SqliteStore
@@ -330,7 +333,7 @@ def _as_an_older_stead_left_it(m: Made, db: Path) -> None:
         ).fetchall()
         prev, events = GENESIS_HASH, []
         for seq, kind, at, data, _prev, _hash, epoch in rows:
-            parsed = json.loads(data)
+            parsed = json.loads(unpack(data, f"event {seq}"))
             parsed.pop("spec_digest", None)
             text = dumps(parsed)
             h = event_hash(m.agent, seq, kind, at, text, prev)
@@ -369,3 +372,46 @@ def test_an_agent_from_before_specs_were_sealed_runs_and_is_sealed_from_its_next
     refused(m, lambda: m.rt.run(m.agent), "spec")
     audited(m, "spec")
     m.rt.close()
+
+
+# -- compressed rows (stead.store.codec) ----------------------------------------------------
+
+
+def _bomb(claims: int | None) -> bytes:
+    """A row of codec 1 a few kilobytes long that unpacks to ``claims`` bytes (its frame
+    says so; ``None``: a frame that does not say, as a stream's)."""
+    c = zstandard.ZstdCompressor(dict_data=codec._dictionary(codec.DICTIONARY_1))
+    out = io.BytesIO()
+    chunk = b"\0" * (1 << 20)
+    with c.stream_writer(out, size=-1 if claims is None else claims, closefd=False) as w:
+        for _ in range((claims or 80 << 20) >> 20):
+            w.write(chunk)
+    return bytes((codec.DICTIONARY_1,)) + out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        (lambda: _bomb(80 << 20), "claims 83,886,080 bytes"),
+        (lambda: _bomb(None), "does not state its size"),
+        (lambda: b"\xee" + b"\0" * 64, "codec 238"),
+    ],
+    ids=["bomb", "bomb-of-unknown-size", "unknown-codec"],
+)
+def test_a_compressed_row_that_would_unpack_without_bound_is_refused_unread(
+    made: Made, row: Callable[[], bytes], says: str
+) -> None:
+    """A writer of the database puts a decompression bomb (or a codec no stead knows)
+    in the last event's row: it is refused as damage naming the event, before any of
+    it is unpacked, by the next activation and by the audit."""
+    seq = made.rt.store.load_state(made.agent).version
+    stored = row()
+    assert len(stored) < 64 << 10
+    statement = (
+        "UPDATE events SET data = ? WHERE agent_id = ? AND seq = ?"
+        if made.backend.name == "sqlite"
+        else "UPDATE events SET data = NULL, packed = ? WHERE agent_id = ? AND seq = ?"
+    )
+    assert made.backend.execute(statement, (stored, made.agent, seq)) == 1
+    refused(made, lambda: made.rt.send(made.agent, "hi"), f"event {seq}", says)
+    audited(made, f"event {seq}", says)

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from stead.store.codec import unpack
+
 from .cli_helpers import EXIT_COMPLETED, EXIT_FAILED, Cli, write_spec
 
 pytestmark = pytest.mark.chaos
@@ -59,7 +61,7 @@ def stored_events(db: Path) -> list[tuple[int, str, str]]:
             "SELECT seq, kind, data FROM events WHERE agent_id = ? ORDER BY seq", (AGENT,)
         ).fetchall()
     conn.close()
-    return [(int(s), str(k), str(d)) for s, k, d in rows]
+    return [(int(s), str(k), unpack(d, f"event {s}")) for s, k, d in rows]
 
 
 def tamper(db: Path, seq: int, column: str = "data", value: Any = None) -> None:
@@ -216,7 +218,7 @@ def test_deleting_the_last_events_is_named(cli: Cli, cut: int) -> None:
 def test_an_edited_state_row_is_refused_by_send_naming_the_agent(cli: Cli) -> None:
     with sqlite3.connect(cli.db) as conn:
         (text,) = conn.execute("SELECT state FROM agents WHERE agent_id = ?", (AGENT,)).fetchone()
-        state = json.loads(text)
+        state = json.loads(unpack(text, "the state row"))
         state["memory"]["checked"] = "no"
         conn.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (json.dumps(state), AGENT))
     conn.close()

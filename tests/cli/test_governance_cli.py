@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from stead.cli.main import main
+from stead.store.codec import unpack
 
 WRITE = {"tool": "write_file", "args": {"path": "out.txt", "content": "hello"}}
 
@@ -263,12 +264,16 @@ def test_a_resume_refused_by_the_ledger_check_leaves_the_agent_free(
     agent = waiting_agent(tmp_path, store, capsys)
     conn = sqlite3.connect(tmp_path / "db" / "stead.db", isolation_level=None)
     try:
-        widened = conn.execute(
-            "UPDATE events SET data = replace(data, ?, ?) "
-            "WHERE agent_id = ? AND kind = 'grant_added' AND instr(data, ?) > 0",
-            ('"tool":"shell"', '"tool":"*"', agent, '"tool":"shell"'),
+        rows = conn.execute(
+            "SELECT seq, data FROM events WHERE agent_id = ? AND kind = 'grant_added'", (agent,)
+        ).fetchall()
+        texts = [(seq, unpack(data, f"event {seq}")) for seq, data in rows]
+        (seq, text), *others = [(s, t) for s, t in texts if '"tool":"shell"' in t]
+        assert not others
+        conn.execute(
+            "UPDATE events SET data = ? WHERE agent_id = ? AND seq = ?",
+            (text.replace('"tool":"shell"', '"tool":"*"'), agent, seq),
         )
-        assert widened.rowcount == 1
     finally:
         conn.close()
     try:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from stead.cli.main import main
+from stead.store.codec import unpack
 from stead.store.sqlite import SqliteStore
 
 from .test_governance_cli import run_json, run_text, workspace_file, write_agent
@@ -174,7 +175,7 @@ def test_check_refuses_a_stored_spec_edited_since_the_run(
     db = sqlite3.connect(tmp_path / "db" / "stead.db")
     with db:
         (spec,) = db.execute("SELECT spec FROM agents WHERE agent_id = 'ag_edit'").fetchone()
-        loosened = json.loads(spec)
+        loosened = json.loads(unpack(spec, "the spec"))
         loosened["monitors"] = {"loop": {"repeat": 10}}  # someone edited the stored spec
         db.execute("UPDATE agents SET spec = ? WHERE agent_id = 'ag_edit'", (json.dumps(loosened),))
     db.close()

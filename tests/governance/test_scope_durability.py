@@ -19,6 +19,7 @@ import pytest
 from stead import FakeClock, IntegrityError, Kind
 from stead.governance.gate import judge
 from stead.state import State, fold
+from stead.store.codec import unpack
 
 from .agents import RUNS, TOOLS, make_agent, runtime_at
 
@@ -142,7 +143,7 @@ def _state_json(db: Path, agent: str) -> dict[str, Any]:
     con = sqlite3.connect(db)
     (text,) = con.execute("SELECT state FROM agents WHERE agent_id = ?", (agent,)).fetchone()
     con.close()
-    loaded: dict[str, Any] = json.loads(text)
+    loaded: dict[str, Any] = json.loads(unpack(text, "the state row"))
     return loaded
 
 
@@ -199,7 +200,7 @@ def test_a_grant_event_edited_in_the_journal_stops_the_agent(tmp_path: Path) -> 
     _corrupt(
         db,
         "UPDATE events SET data = ? WHERE agent_id = ? AND kind = ?",
-        data.replace('"qa-*"', '"*"'),
+        unpack(data, "the grant event").replace('"qa-*"', '"*"'),
         agent,
         "grant_added",
     )

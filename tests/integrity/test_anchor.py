@@ -31,6 +31,7 @@ from stead.journal import GENESIS_HASH, Event, event_hash
 from stead.sandbox.secrets import Vault
 from stead.state import fold
 from stead.store.anchors import Anchor, state_digest
+from stead.store.codec import unpack
 from stead.store.sqlite import SqliteStore
 
 SCRIPT = (
@@ -71,7 +72,8 @@ def rows(db: Path, agent: str) -> list[tuple[Any, ...]]:
             (agent,),
         ).fetchall()
     con.close()
-    return found
+    # the data as text, whether it is stored compressed or not (stead.store.codec)
+    return [(*r[:3], unpack(r[3], f"event {r[0]}"), *r[4:]) for r in found]
 
 
 def sql(db: Path, statement: str, *params: Any) -> None:
@@ -153,7 +155,7 @@ def test_an_edited_state_row_is_refused_and_not_carried_forward(tmp_path: Path) 
     rt, agent, db = make(tmp_path)
     with sqlite3.connect(db) as con:
         (text,) = con.execute("SELECT state FROM agents WHERE agent_id = ?", (agent,)).fetchone()
-        state = json.loads(text)
+        state = json.loads(unpack(text, "the state row"))
         state["memory"]["colour"] = "red"
         con.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (json.dumps(state), agent))
     con.close()

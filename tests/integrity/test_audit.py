@@ -10,6 +10,7 @@ import pytest
 
 from stead import FakeClock, Runtime, parse_spec
 from stead.integrity.audit import audit
+from stead.store.codec import unpack
 from stead.store.sqlite import SqliteStore
 
 
@@ -37,7 +38,7 @@ def test_an_edited_state_row_is_reported(finished: tuple[Runtime, str, Path]) ->
     rt, agent, db = finished
     with sqlite3.connect(db) as con:
         (text,) = con.execute("SELECT state FROM agents WHERE agent_id = ?", (agent,)).fetchone()
-        state = json.loads(text)
+        state = json.loads(unpack(text, "the state row"))
         state["memory"]["a"] = 99
         con.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (json.dumps(state), agent))
     report = audit(rt.store, agent)

@@ -15,7 +15,7 @@ import pytest
 
 from stead.errors import IntegrityError, LeaseHeld, SchemaTooNew, UsageError
 from stead.journal import Kind, NewEvent, verify_chain
-from stead.store import open_store
+from stead.store import codec, open_store
 from stead.store.base import AgentRecord, Lease
 from stead.store.memory import MemoryStore
 from stead.store.sqlite import SqliteStore
@@ -69,7 +69,7 @@ def stored_data(path: Path, seq: int, agent_id: str = "ag_1") -> str:
         ).fetchone()
     finally:
         conn.close()
-    return str(row[0])
+    return codec.unpack(row[0], f"event {seq}")
 
 
 def set_data(path: Path, seq: int, data: str, agent_id: str = "ag_1") -> None:

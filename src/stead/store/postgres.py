@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from base64 import b64encode
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -82,7 +83,7 @@ from ..errors import (
 from ..journal import Event, Kind
 from ..notices import notices
 from ..state import State
-from . import postgres_snapshots, postgres_url, postgres_wakeups
+from . import codec, postgres_snapshots, postgres_url, postgres_wakeups
 from .anchors import Anchor, state_row
 from .base import (
     AgentRecord,
@@ -115,7 +116,7 @@ from .webhook_rows import SqlWebhookRows, sql_enqueue
 _PAGE = 2_000
 _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)
 """What ends a call because its connection or session is gone."""
-_EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch"
+_EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch, packed"
 
 
 class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
@@ -537,30 +538,29 @@ def _insert_events(db: Conn, events: Sequence[Event]) -> None:
     # timeout, so a worker cut off there would keep the agent's row locked for good.
     # The rows go as one JSON text (encoded in C) rather than eight arrays, whose
     # elements psycopg would adapt one by one in Python on every commit.
-    rows = [
-        [
-            e.agent_id,
-            e.seq,
-            e.kind,
-            e.at,
-            e.data_json if e.data_json is not None else dumps(dict(e.data)),
-            e.prev_hash,
-            e.hash,
-            e.epoch,
-        ]
-        for e in events
-    ]
+    # The data goes as text, or (compressed: stead.store.codec) in base64 for `packed`.
+    rows = []
+    for e in events:
+        stored = codec.pack(e.data_json if e.data_json is not None else dumps(dict(e.data)))
+        text, packed = (
+            (stored, None) if isinstance(stored, str) else (None, b64encode(stored).decode())
+        )
+        rows.append([e.agent_id, e.seq, e.kind, e.at, text, e.prev_hash, e.hash, e.epoch, packed])
     db.execute(
-        "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch) "
+        "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch, packed) "
         "SELECT r->>0, (r->>1)::bigint, r->>2, (r->>3)::double precision, r->>4, r->>5, "
-        "r->>6, (r->>7)::bigint FROM json_array_elements(%s::json) AS r",
+        "r->>6, (r->>7)::bigint, decode(r->>8, 'base64') "
+        "FROM json_array_elements(%s::json) AS r",
         (json.dumps(rows, ensure_ascii=False, allow_nan=False),),
     )
 
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:
     """An event from its stored row; corrupt JSON is an integrity error, not a crash."""
-    s, kind, at, data, prev_hash, h, epoch = row
+    s, kind, at, text, prev_hash, h, epoch, packed = row
+    data = codec.unpack(
+        text if packed is None else packed, f"agent {agent_id}: event {s}", s, agent_id=agent_id
+    )
     try:
         parsed = loads(data)
     except ValueError as exc:

@@ -24,7 +24,10 @@ Migration 2 adds the ``blobs`` table of :mod:`stead.store.postgres_blobs`
 (PostgreSQL only: a SQLite store keeps its blobs in a folder); 3 the API
 tokens; 4 the anchors' ``spec_hash`` and ``epoch`` (SQLite's 9); 5 when each
 blob was stored; 6 the webhooks and their outbox (SQLite's 10); 7 the store's
-history (SQLite's 11, :mod:`stead.store.history`).
+history (SQLite's 11, :mod:`stead.store.history`); 8 events' data compressed at
+rest (SQLite's 12, :mod:`stead.store.codec`). The state row and the spec stay
+text here: PostgreSQL compresses a row's long values itself (TOAST), and a
+state row is rewritten with every commit.
 
 When a new stead folds existing events into something else, it appends
 :func:`refold_states` to this list as well as to SQLite's.
@@ -39,10 +42,10 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from ..canonical import dumps, loads
-from ..errors import StoreUnusable
+from ..errors import IntegrityError, StoreUnusable
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import history, tokens, webhook_rows
+from . import codec, history, tokens, webhook_rows
 from .base import wake_at
 
 INDEXED_KINDS = (
@@ -75,17 +78,19 @@ def refold_states(db: Conn) -> None:
     agents = db.execute("SELECT agent_id, version, state FROM agents ORDER BY agent_id").fetchall()
     for agent_id, version, stored in agents:
         rows = db.execute(
-            "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
+            f"SELECT seq, kind, at, data, prev_hash, hash, epoch{_packed(db)} FROM events "
             "WHERE agent_id = %s ORDER BY seq",
             (agent_id,),
         ).fetchall()
         try:
+            texts = [(r, codec.unpack(r[7] if r[7] is not None else r[3], "an event", r[0]))
+                     for r in rows]  # fmt: skip
             events = [
-                Event(agent_id, seq, kind, at, loads(data), prev, h, epoch, data)
-                for seq, kind, at, data, prev, h, epoch in rows
+                Event(agent_id, seq, kind, at, loads(text), prev, h, epoch, text)
+                for (seq, kind, at, _, prev, h, epoch, _), text in texts
             ]
             row = loads(stored)
-        except ValueError:
+        except (ValueError, IntegrityError):
             continue
         head = row.get("head_hash") if isinstance(row, dict) else None
         chain = verify_chain(events)
@@ -97,6 +102,16 @@ def refold_states(db: Conn) -> None:
             "WHERE agent_id = %s",
             (dumps(state.to_json()), state.status, state.version, wake_at(state), agent_id),
         )
+
+
+def _packed(db: Conn) -> str:
+    """The events' ``packed`` column, or NULL in its place before migration 8 made it
+    (a refold runs at the version it was appended at)."""
+    found = db.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = 'events' AND column_name = 'packed'"
+    ).fetchone()
+    return ", packed" if found else ", NULL"
 
 
 MIGRATIONS: list[Migration] = [
@@ -216,6 +231,13 @@ MIGRATIONS: list[Migration] = [
     # 7: the store's history (SQLite's 11): for each migration from here on, the stead
     # version that applied it and when (a new store's rows go back to version 1)
     history.POSTGRES_CREATE,
+    # 8: events' data compressed at rest (stead.store.codec, SQLite's 12): a compressed
+    # row keeps its bytes in `packed` and no text; a row of text reads as it always did.
+    # Both statements change only the catalogue: no row is read or rewritten.
+    """
+    ALTER TABLE events ADD COLUMN packed BYTEA;
+    ALTER TABLE events ALTER COLUMN data DROP NOT NULL;
+    """,
 ]
 
 

@@ -40,7 +40,7 @@ from ..errors import (
 from ..journal import Event, Kind
 from ..notices import notices
 from ..state import State
-from . import sqlite_anchors, sqlite_open, sqlite_snapshots
+from . import codec, sqlite_anchors, sqlite_open, sqlite_snapshots
 from .anchors import Anchor, state_row
 from .base import (
     AgentRecord,
@@ -147,11 +147,11 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
                     record.agent_id,
                     record.tenant,
                     record.name,
-                    dumps(record.spec),
+                    codec.pack(dumps(record.spec)),
                     record.created_at,
                     state.version,
                     state.status,
-                    state_row(state, anchor),
+                    codec.pack_checkpoint(state_row(state, anchor), state.status),
                     at,
                     wake_at(state),
                 ),
@@ -170,9 +170,9 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
                     e.seq,
                     e.kind,
                     e.at,
-                    e.data_json if e.data_json is not None else dumps(dict(e.data)),
-                    e.prev_hash,
-                    e.hash,
+                    codec.pack(e.data_json if e.data_json is not None else dumps(dict(e.data))),
+                    codec.pack_hash(e.prev_hash),
+                    codec.pack_hash(e.hash),
                     e.epoch,
                 )
                 for e in events
@@ -186,7 +186,8 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
             ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
-        return AgentRecord(agent_id, row[0], row[1], loads(row[2]), row[3])
+        spec = codec.unpack(row[2], f"agent {agent_id}'s spec", agent_id=agent_id)
+        return AgentRecord(agent_id, row[0], row[1], loads(spec), row[3])
 
     def load_state(self, agent_id: str) -> State:
         with self._lock:
@@ -195,7 +196,9 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
             ).fetchone()
         if row is None:
             raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
-        return State.from_json(loads(row[0]))
+        return State.from_json(
+            loads(codec.unpack(row[0], f"agent {agent_id}'s state row", agent_id=agent_id))
+        )
 
     def get_row(self, agent_id: str) -> AgentRow:
         sql = "SELECT tenant, name, status, version, wake_at FROM agents WHERE agent_id = ?"
@@ -287,7 +290,14 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
         db.execute(
             "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ?, wake_at = ? "
             "WHERE agent_id = ?",
-            (state.version, state.status, state_row(state, anchor), at, wake_at(state), agent_id),
+            (
+                state.version,
+                state.status,
+                codec.pack_checkpoint(state_row(state, anchor), state.status),
+                at,
+                wake_at(state),
+                agent_id,
+            ),
         )
         sqlite_anchors.put(db, anchor)
         for ev in events:
@@ -509,7 +519,8 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:
     """An event from its stored row; corrupt JSON is an integrity error, not a crash."""
-    s, kind, at, data, prev_hash, h, epoch = row
+    s, kind, at, stored, prev_hash, h, epoch = row
+    data = codec.unpack(stored, f"agent {agent_id}: event {s}", s, agent_id=agent_id)
     try:
         parsed = loads(data)
     except ValueError as exc:
@@ -518,7 +529,8 @@ def _event(agent_id: str, row: Sequence[Any]) -> Event:
             f"valid JSON ({exc}); run `stead audit verify {agent_id}`",
             seq=s,
         ) from exc
-    return Event(agent_id, s, kind, at, parsed, prev_hash, h, epoch, data)
+    prev, this = codec.unpack_hash(prev_hash), codec.unpack_hash(h)
+    return Event(agent_id, s, kind, at, parsed, prev, this, epoch, data)
 
 
 def _signal_rows(rows: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -18,9 +18,10 @@ import sqlite3
 from collections.abc import Callable
 
 from ..canonical import dumps, loads
+from ..errors import IntegrityError
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import history, sqlite_anchors, tokens, webhook_rows
+from . import codec, history, sqlite_anchors, tokens, webhook_rows
 from .base import wake_at
 
 
@@ -39,12 +40,23 @@ def refold_states(db: sqlite3.Connection) -> None:
             (agent_id,),
         )
         try:
+            texts = [(r, codec.unpack(r[3], f"agent {agent_id}: event {r[0]}", r[0])) for r in rows]
             events = [
-                Event(agent_id, seq, kind, at, loads(data), prev, h, epoch, data)
-                for seq, kind, at, data, prev, h, epoch in rows
+                Event(
+                    agent_id,
+                    seq,
+                    kind,
+                    at,
+                    loads(text),
+                    codec.unpack_hash(prev),
+                    codec.unpack_hash(h),
+                    epoch,
+                    text,
+                )
+                for (seq, kind, at, _, prev, h, epoch), text in texts
             ]
-            row = loads(stored)
-        except ValueError:
+            row = loads(codec.unpack(stored, f"agent {agent_id}'s state row"))
+        except (ValueError, IntegrityError):
             continue
         head = row.get("head_hash") if isinstance(row, dict) else None
         chain = verify_chain(events)
@@ -53,8 +65,26 @@ def refold_states(db: sqlite3.Connection) -> None:
         state = fold(events)
         db.execute(
             "UPDATE agents SET state = ?, status = ?, version = ?, wake_at = ? WHERE agent_id = ?",
-            (dumps(state.to_json()), state.status, state.version, wake_at(state), agent_id),
+            (
+                codec.pack_checkpoint(dumps(state.to_json()), state.status),
+                state.status,
+                state.version,
+                wake_at(state),
+                agent_id,
+            ),
         )
+
+
+def compressed_rows(db: sqlite3.Connection) -> None:
+    """Rows may be stored compressed from this version on (:mod:`stead.store.codec`).
+
+    The schema does not change: a TEXT column of SQLite keeps a BLOB as it is, and
+    a row that is text reads as it always did, so no existing row is rewritten (a
+    rewrite would hold the write lock for as long as the largest store takes to
+    compress, for disk that ``VACUUM`` only gives back later). The version is what
+    matters: a stead older than this one would read a compressed row as damaged
+    JSON, so it is refused the store before it reads one (``SchemaTooNew``).
+    """
 
 
 Migration = str | Callable[[sqlite3.Connection], None]
@@ -175,6 +205,9 @@ MIGRATIONS: list[Migration] = [
     # 11: the store's history: for each migration from here on, the stead version that
     # applied it and when (a new store's rows go back to version 1: who made it)
     history.SQLITE_CREATE,
+    # 12: rows compressed at rest (stead.store.codec): events' data, agents' state and
+    # spec may now be BLOBs naming their codec in their first byte
+    compressed_rows,
 ]
 
 
