@@ -63,6 +63,7 @@ serialization failure, which these locks should never cause, with a plain
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -79,7 +80,7 @@ from ..errors import (
     StoreError,
     StoreUnusable,
 )
-from ..journal import Event, Kind
+from ..journal import Event
 from ..notices import notices
 from ..state import State
 from . import postgres_snapshots, postgres_url, postgres_wakeups
@@ -90,8 +91,6 @@ from .base import (
     AgentSummary,
     Batch,
     Lease,
-    check_batch,
-    check_write,
     lease_held_message,
     renewal_refused,
     wake_at,
@@ -109,6 +108,14 @@ from .postgres_migrations import (
     recorded_version,
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
+from .statements import (
+    POSTGRES,
+    POSTGRES_GROUP_WRITE,
+    SNAPSHOT_KINDS,
+    Stored,
+    group_json,
+    plan,
+)
 from .tokens import SqlTokenRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
@@ -335,71 +342,46 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
         anchor: Anchor,
     ) -> None:
         with self._tx() as db:
-            self._write_in(db, agent_id, events, state, expected_version, epoch, at, anchor)
+            (refused,) = self._group(db, [Batch(events, state, expected_version, epoch, anchor)], at)
+        if refused is not None:
+            raise refused
 
     def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
         """Every batch in one transaction, so many agents' steps share one commit.
 
         A batch that is refused (stale epoch, lost update, bad chain, a snapshot
-        already restored) is rolled back to its savepoint and reported; the
-        others are stored. Rows are locked in agent-id order (see the module).
+        already restored) is left out and reported; the others are stored. Rows
+        are locked in agent-id order (see the module).
         """
-        results: list[SteadError | None] = [None] * len(batches)
-        order = sorted(range(len(batches)), key=lambda i: batches[i].state.agent_id)
         with self._tx() as db:
-            for i in order:
-                b = batches[i]
-                try:
-                    check_batch(b)
-                    with db.transaction():  # a savepoint: a refusal undoes this batch only
-                        self._write_in(
-                            db,
-                            b.events[0].agent_id,
-                            b.events,
-                            b.state,
-                            b.expected_version,
-                            b.epoch,
-                            at,
-                            b.anchor_or_default(),
-                        )
-                except (StoreError, NotFound) as exc:
-                    results[i] = exc
-        return results
+            return self._group(db, batches, at)
 
-    def _write_in(
-        self,
-        db: Conn,
-        agent_id: str,
-        events: Sequence[Event],
-        state: State,
-        expected_version: int,
-        epoch: int,
-        at: float,
-        anchor: Anchor,
-    ) -> None:
-        # the lock first, the epoch after it, in a statement of its own: its snapshot
-        # then includes any acquisition that committed while this one waited
-        row = db.execute(
-            "SELECT version, status, wake_at FROM agents WHERE agent_id = %s FOR UPDATE",
-            (agent_id,),
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no agent with id {agent_id}")
-        lease = db.execute("SELECT epoch FROM leases WHERE agent_id = %s", (agent_id,)).fetchone()
-        current_epoch = int(lease[0]) if lease else 0
-        check_write(agent_id, epoch, current_epoch, expected_version, int(row[0]))
-        _insert_events(db, events)
-        db.execute(
-            "UPDATE agents SET version = %s, status = %s, state = %s, updated_at = %s, "
-            "wake_at = %s WHERE agent_id = %s",
-            (state.version, state.status, state_row(state, anchor), at, wake_at(state), agent_id),
-        )
-        put_anchor(db, anchor)
-        postgres_wakeups.tell(db, self._channel, agent_id, (row[1], row[2]), state)
-        for ev in events:
-            if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
-                postgres_snapshots.change(db, ev, state.tenant)
-        sql_enqueue(db, "%s", state.tenant, notices(events, str(row[1]), state))
+    def _group(self, db: Conn, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
+        """The batches' agents locked and read, each batch checked in Python, and the
+        kept ones written by one statement (:data:`~stead.store.statements.
+        POSTGRES_GROUP_WRITE`), whatever their number."""
+        ids = sorted({b.events[0].agent_id for b in batches if b.events})
+        rows = {
+            str(r[0]): Stored(int(r[1]), str(r[2]), r[3], 0)
+            for r in db.execute(POSTGRES.rows_locked, (ids,), prepare=True)
+        }
+        # the epochs after the lock, in a statement of their own: its snapshot then
+        # includes any acquisition that committed while the lock was awaited
+        for agent_id, epoch in db.execute(POSTGRES.epochs, (ids,), prepare=True):
+            if agent_id in rows:
+                rows[agent_id].epoch = int(epoch)
+        kept, results = plan(batches, rows, functools.partial(_snapshots, db))
+        if kept:
+            told = [
+                k.batch.state.agent_id
+                for k in kept
+                if postgres_wakeups.gives_work((k.before.status, k.before.wake_at), k.batch.state)
+            ]
+            _group_write(db, group_json(kept, at, told, _event_row), self._channel)
+            for k in kept:
+                s = k.batch.state
+                sql_enqueue(db, "%s", s.tenant, notices(k.batch.events, k.before.status, s))
+        return results
 
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
@@ -452,17 +434,11 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     ) -> Lease:
         with self._tx() as db:
             # the agent's row lock orders this acquisition with its writes (see the module)
-            found = db.execute(
-                "SELECT 1 FROM agents WHERE agent_id = %s FOR UPDATE", (agent_id,)
-            ).fetchone()
-            if found is None:
+            if db.execute(POSTGRES.agent_exists, (agent_id,)).fetchone() is None:
                 raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
+            other = owner if takeover is None else takeover
             row = db.execute(
-                "INSERT INTO leases AS l (agent_id, owner, epoch, expires_at) "
-                "VALUES (%s, %s, 1, %s) ON CONFLICT (agent_id) DO UPDATE SET "
-                "owner = EXCLUDED.owner, epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at "
-                "WHERE l.expires_at <= %s OR l.owner = %s OR l.owner = %s RETURNING l.epoch",
-                (agent_id, owner, now + ttl, now, owner, owner if takeover is None else takeover),
+                POSTGRES.lease_take, (agent_id, owner, now + ttl, now, owner, other)
             ).fetchone()
             if row is None:
                 held = _lease_row(db, agent_id)
@@ -474,9 +450,7 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         with self._conn() as db:
             cur = db.execute(
-                "UPDATE leases SET expires_at = %s "
-                "WHERE agent_id = %s AND epoch = %s AND owner = %s",
-                (now + ttl, lease.agent_id, lease.epoch, lease.owner),
+                POSTGRES.lease_renew, (now + ttl, lease.agent_id, lease.epoch, lease.owner)
             )
             if cur.rowcount != 1:
                 raise renewal_refused(lease)
@@ -509,10 +483,7 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     @retried
     def release_lease(self, lease: Lease) -> None:
         with self._tx() as db:
-            db.execute(
-                "UPDATE leases SET owner = '', expires_at = 0 WHERE agent_id = %s AND epoch = %s",
-                (lease.agent_id, lease.epoch),
-            )
+            db.execute(POSTGRES.lease_release, (lease.agent_id, lease.epoch))
             # work told while this lease held the agent (a person's message, given
             # under it) found no one free to take it: tell again, now it is free
             postgres_wakeups.tell_if_runnable(db, self._channel, lease.agent_id)
@@ -524,10 +495,14 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
 
 
 def _lease_row(db: Conn, agent_id: str) -> Lease | None:
-    row = db.execute(
-        "SELECT owner, epoch, expires_at FROM leases WHERE agent_id = %s", (agent_id,)
-    ).fetchone()
+    row = db.execute(POSTGRES.lease_get, (agent_id,)).fetchone()
     return None if row is None else Lease(agent_id, row[0], int(row[1]), float(row[2]))
+
+
+def _event_row(e: Event) -> list[object]:
+    """An event as its row, in :data:`~stead.store.statements.EVENT_COLUMNS` order."""
+    data = e.data_json if e.data_json is not None else dumps(dict(e.data))
+    return [e.agent_id, e.seq, e.kind, e.at, data, e.prev_hash, e.hash, e.epoch]
 
 
 def _insert_events(db: Conn, events: Sequence[Event]) -> None:
@@ -536,25 +511,28 @@ def _insert_events(db: Conn, events: Sequence[Event]) -> None:
     # timeout, so a worker cut off there would keep the agent's row locked for good.
     # The rows go as one JSON text (encoded in C) rather than eight arrays, whose
     # elements psycopg would adapt one by one in Python on every commit.
-    rows = [
-        [
-            e.agent_id,
-            e.seq,
-            e.kind,
-            e.at,
-            e.data_json if e.data_json is not None else dumps(dict(e.data)),
-            e.prev_hash,
-            e.hash,
-            e.epoch,
-        ]
-        for e in events
-    ]
+    rows = [_event_row(e) for e in events]
     db.execute(
         "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch) "
         "SELECT r->>0, (r->>1)::bigint, r->>2, (r->>3)::double precision, r->>4, r->>5, "
         "r->>6, (r->>7)::bigint FROM json_array_elements(%s::json) AS r",
         (json.dumps(rows, ensure_ascii=False, allow_nan=False),),
     )
+
+
+def _group_write(db: Conn, rows: str, channel: str) -> None:
+    """A group commit's every write, in one statement (see :func:`_insert_events` on
+    why not ``executemany``)."""
+    db.execute(POSTGRES_GROUP_WRITE, (rows, channel), prepare=True)
+
+
+def _snapshots(db: Conn, batch: Batch) -> None:
+    """Make or consume the snapshots a batch's events name, in a savepoint: a refusal
+    undoes this batch's rows only, and the group goes on."""
+    with db.transaction():
+        for ev in batch.events:
+            if ev.kind in SNAPSHOT_KINDS:
+                postgres_snapshots.change(db, ev, batch.state.tenant)
 
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:
