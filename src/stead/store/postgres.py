@@ -342,7 +342,8 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
         anchor: Anchor,
     ) -> None:
         with self._tx() as db:
-            (refused,) = self._group(db, [Batch(events, state, expected_version, epoch, anchor)], at)
+            batch = Batch(events, state, expected_version, epoch, anchor)
+            (refused,) = self._group(db, [batch], at)
         if refused is not None:
             raise refused
 

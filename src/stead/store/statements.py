@@ -149,7 +149,8 @@ POSTGRES = _render("%s", " FOR UPDATE", "= ANY(?)")
 POSTGRES_GROUP_WRITE = POSTGRES.q(
     "WITH d AS (SELECT ?::json AS j), "
     f"e AS (INSERT INTO events ({_names(EVENT_COLUMNS)}) "
-    f"SELECT {', '.join(_from_json(EVENT_COLUMNS, 'r'))} FROM d, json_array_elements(d.j->0) AS r), "
+    f"SELECT {', '.join(_from_json(EVENT_COLUMNS, 'r'))} "
+    "FROM d, json_array_elements(d.j->0) AS r), "
     "s AS (UPDATE agents AS a SET "
     + ", ".join(
         f"{name} = {cast}"
