@@ -216,6 +216,8 @@ def plan(
         try:
             check_batch(b)
             agent_id = b.events[0].agent_id
+            if agent_id != b.state.agent_id:
+                raise StoreError(f"agent {agent_id}: the state to store is another agent's")
             row = rows.get(agent_id)
             if row is None:
                 raise NotFound(f"no agent with id {agent_id}")
