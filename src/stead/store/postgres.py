@@ -387,16 +387,16 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[Event]:
-        self.get_record(agent_id)
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
-        while seq <= last:
-            rows = self._page(agent_id, seq, last)
+        rows = self._page(agent_id, seq, last) if seq <= last else []
+        if not rows:  # an agent with events here exists: only none asks the agents table
+            self.get_record(agent_id)
+        while rows:
             for row in rows:
                 yield _event(agent_id, row)
-            if len(rows) < _PAGE:
-                return
             seq = int(rows[-1][0]) + 1
+            rows = self._page(agent_id, seq, last) if len(rows) == _PAGE and seq <= last else []
 
     @retried
     def _page(self, agent_id: str, seq: int, last: int) -> list[tuple[Any, ...]]:
@@ -409,7 +409,6 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
 
     @retried
     def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
-        self.get_record(agent_id)  # NotFound, like read_events
         wanted = set(kinds)
         with self._conn() as db:
             if wanted <= set(INDEXED_KINDS):
@@ -426,6 +425,8 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
                     "WHERE agent_id = %s AND kind = ANY(%s) ORDER BY seq",
                     (agent_id, sorted(wanted)),
                 ).fetchall()
+        if not rows:
+            self.get_record(agent_id)  # NotFound, like read_events
         return [_event(agent_id, row) for row in rows if row[1] in wanted]
 
     # -- leases ---------------------------------------------------------------
@@ -483,11 +484,15 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
 
     @retried
     def release_lease(self, lease: Lease) -> None:
-        with self._tx() as db:
-            db.execute(POSTGRES.lease_release, (lease.agent_id, lease.epoch))
-            # work told while this lease held the agent (a person's message, given
-            # under it) found no one free to take it: tell again, now it is free
-            postgres_wakeups.tell_if_runnable(db, self._channel, lease.agent_id)
+        # work told while this lease held the agent (a person's message, given under
+        # it) found no one free to take it: tell again, now it is free; one statement
+        with self._conn() as db:
+            db.execute(
+                f"WITH r AS ({POSTGRES.lease_release} RETURNING agent_id) "
+                "SELECT pg_notify(%s, a.agent_id) FROM agents a JOIN r "
+                "ON r.agent_id = a.agent_id WHERE a.status IN ('created', 'running')",
+                (lease.agent_id, lease.epoch, self._channel),
+            )
 
     @retried
     def get_lease(self, agent_id: str) -> Lease | None:

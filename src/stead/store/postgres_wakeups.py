@@ -53,13 +53,6 @@ def tell(db: Conn, name: str, agent_id: str, before: tuple[str, Any] | None, sta
         db.execute("SELECT pg_notify(%s, %s)", (name, agent_id))
 
 
-def tell_if_runnable(db: Conn, name: str, agent_id: str) -> None:
-    """Notify if the agent has work now (its lease was just given back)."""
-    row = db.execute("SELECT status FROM agents WHERE agent_id = %s", (agent_id,)).fetchone()
-    if row is not None and row[0] in RUN_STATUSES:
-        db.execute("SELECT pg_notify(%s, %s)", (name, agent_id))
-
-
 def next_wake(db: Conn, tenant: str | None) -> float | None:
     where, params = ("", ()) if tenant is None else (" AND tenant = %s", (tenant,))
     row = db.execute(

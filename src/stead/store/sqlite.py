@@ -275,21 +275,24 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[Event]:
-        self.get_record(agent_id)
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
-        while seq <= last:
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
-                    "WHERE agent_id = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
-                    (agent_id, seq, last, _PAGE),
-                ).fetchall()
+        rows = self._page(agent_id, seq, last) if seq <= last else []
+        if not rows:  # an agent with events here exists: only none asks the agents table
+            self.get_record(agent_id)
+        while rows:
             for row in rows:
                 yield _event(agent_id, row)
-            if len(rows) < _PAGE:
-                return
             seq = rows[-1][0] + 1
+            rows = self._page(agent_id, seq, last) if len(rows) == _PAGE and seq <= last else []
+
+    def _page(self, agent_id: str, seq: int, last: int) -> list[Any]:
+        with self._lock:
+            return self._db.execute(
+                "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
+                "WHERE agent_id = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
+                (agent_id, seq, last, _PAGE),
+            ).fetchall()
 
     # -- leases ---------------------------------------------------------------
 
