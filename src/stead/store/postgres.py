@@ -23,14 +23,18 @@ faster) against rewriting the SQL for its ``$1`` placeholders and its pool.
 **Transactions** run at the server's default, READ COMMITTED, and are made
 correct for any number of workers on any number of hosts by row locks:
 
-* ``_write`` first locks the agent's row (``SELECT … FOR UPDATE``), so every
-  writer of one agent takes its turn on that row; only then does it read the
-  lease epoch, in a statement of its own, which under READ COMMITTED sees
-  every transaction that committed before the lock was granted. It refuses a
-  stale epoch (:class:`~stead.errors.StaleEpoch`) or a version that moved on
-  (:class:`~stead.errors.VersionConflict`) before writing anything; then
-  inserts the events, replaces the state row and the anchor, and makes or
-  consumes snapshot rows, all in the one transaction.
+* a write (``_write``, and ``append_many`` for many agents at once) first
+  locks the agents' rows (``SELECT … WHERE agent_id = ANY(…) ORDER BY
+  agent_id FOR UPDATE``), so every writer of one agent takes its turn on that
+  row; only then does it read the lease epochs, in a statement of its own,
+  which under READ COMMITTED sees every transaction that committed before the
+  lock was granted (a join in the locking statement would read the epochs of
+  its own, earlier snapshot). It refuses a stale epoch
+  (:class:`~stead.errors.StaleEpoch`) or a version that moved on
+  (:class:`~stead.errors.VersionConflict`) before writing anything
+  (:func:`stead.store.statements.plan`); then it inserts the events, replaces
+  the state rows and the anchors and tells of new work in one statement, and
+  makes or consumes snapshot rows, all in the one transaction.
 * ``acquire_lease`` takes the same row lock before its compare-and-set
   upsert of the lease row (``ON CONFLICT … DO UPDATE … WHERE`` the lease is
   free, expired, or held by the owner or the one taken over), so a write and
@@ -39,9 +43,9 @@ correct for any number of workers on any number of hosts by row locks:
   Without the lock a fenced-off worker could check its epoch, the takeover
   commit, and its events land after it.
 * ``renew_lease`` and ``release_lease`` are single compare-and-set UPDATEs.
-* ``append_many`` (group commit) stores every batch in one transaction, each
-  in a savepoint so that one refused batch leaves the others; it locks the
-  agents' rows in id order, so two workers grouping the same agents never
+* ``append_many`` (group commit) stores every batch in one transaction; a
+  refused batch is left out of the writes and the others are stored. The rows
+  are locked in id order, so two workers grouping the same agents never
   deadlock.
 
 Durability is the server's: with ``synchronous_commit = on`` (the default) a
