@@ -60,7 +60,16 @@ from .base import (
 from .deletion import SqlDeletion
 from .history import HistoryEntry
 from .sqlite_migrations import MIGRATIONS
-from .statements import SNAPSHOT_KINDS, SQLITE, Stored, agent_rows, anchor_rows, plan
+from .statements import (
+    SNAPSHOT_KINDS,
+    SQLITE,
+    SQLITE_ROW,
+    SQLITE_ROWS,
+    Stored,
+    agent_rows,
+    anchor_rows,
+    plan,
+)
 from .tokens import SqlTokenRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
@@ -234,14 +243,12 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
         """The batches' agents read, each batch checked in Python (the transaction
         holds the database: no row can change meanwhile), and the kept ones written
         with one prepared statement per table (:mod:`stead.store.statements`)."""
-        ids = json.dumps(sorted({b.events[0].agent_id for b in batches if b.events}))
+        ids = sorted({b.events[0].agent_id for b in batches if b.events})
+        read = (SQLITE_ROW, ids[0]) if len(ids) == 1 else (SQLITE_ROWS, json.dumps(ids))
         rows = {
-            str(r[0]): Stored(int(r[1]), str(r[2]), r[3], 0)
-            for r in db.execute(SQLITE.rows_locked, (ids,))
+            str(r[0]): Stored(int(r[1]), str(r[2]), r[3], int(r[4]))
+            for r in db.execute(read[0], (read[1],))
         }
-        for agent_id, epoch in db.execute(SQLITE.epochs, (ids,)):
-            if agent_id in rows:
-                rows[agent_id].epoch = int(epoch)
         kept, results = plan(batches, rows, functools.partial(_snapshots, db))
         if kept:
             db.executemany(SQLITE.events_put, [_event_row(e) for k in kept for e in k.batch.events])

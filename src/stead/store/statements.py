@@ -146,6 +146,17 @@ def _render(mark: str, lock: str, any_of: str) -> Statements:
 SQLITE = _render("?", "", "IN (SELECT value FROM json_each(?))")
 POSTGRES = _render("%s", " FOR UPDATE", "= ANY(?)")
 
+_SQLITE_ROWS = (
+    "SELECT a.agent_id, a.version, a.status, a.wake_at, COALESCE(l.epoch, 0) FROM agents a "
+    "LEFT JOIN leases l ON l.agent_id = a.agent_id WHERE a.agent_id "
+)
+SQLITE_ROWS = _SQLITE_ROWS + "IN (SELECT value FROM json_each(?))"
+"""SQLite's rows and epochs of a set of agents (a JSON array) in one statement: its
+``BEGIN IMMEDIATE`` holds the database, so no acquisition can come between the
+two as it can on PostgreSQL (see :attr:`Statements.epochs`)."""
+SQLITE_ROW = _SQLITE_ROWS + "= ?"
+"""The same for one agent, a commit's usual case, without the JSON."""
+
 POSTGRES_GROUP_WRITE = POSTGRES.q(
     "WITH d AS (SELECT ?::json AS j), "
     f"e AS (INSERT INTO events ({_names(EVENT_COLUMNS)}) "
