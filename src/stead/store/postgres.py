@@ -242,7 +242,7 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     def claim(
         self, owner: str, ttl: float, now: float, limit: int, tenant: str | None = None
     ) -> list[Lease] | None:
-        with self._tx() as db:
+        with self._conn() as db:  # one statement: its own transaction
             taken = postgres_wakeups.claim(db, owner, ttl, now, limit, tenant)
         return [Lease(agent_id, owner, epoch, now + ttl) for agent_id, epoch in taken]
 

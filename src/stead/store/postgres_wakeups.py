@@ -100,7 +100,7 @@ class Listener:
 def claim(
     db: Conn, owner: str, ttl: float, now: float, limit: int, tenant: str | None
 ) -> list[tuple[str, int]]:
-    """In one transaction: lock up to ``limit`` agents with work whose lease has lapsed
+    """In one statement (so one transaction): lock up to ``limit`` agents with work whose lease has lapsed
     (or that have none), skipping rows another worker has locked (it is claiming or
     writing them), and take their leases for ``owner``; (agent, epoch) of each."""
     where, params = ("", ()) if tenant is None else (" AND a.tenant = %s", (tenant,))
