@@ -100,11 +100,11 @@ class Listener:
 def claim(
     db: Conn, owner: str, ttl: float, now: float, limit: int, tenant: str | None
 ) -> list[tuple[str, int]]:
-    """In one statement (so one transaction): lock up to ``limit`` agents with work whose lease has lapsed
-    (or that have none), skipping rows another worker has locked (it is claiming or
-    writing them), and take their leases for ``owner``; (agent, epoch) of each."""
+    """In one statement (so one transaction): lock up to ``limit`` agents with work
+    whose lease has lapsed (or that have none), skipping rows another worker has
+    locked (it is claiming or writing them), and take their leases for ``owner``,
+    however many; (agent, epoch) of each."""
     where, params = ("", ()) if tenant is None else (" AND a.tenant = %s", (tenant,))
-    # one statement: the lock and every lease it takes, whatever their number
     rows = db.execute(
         "WITH c AS (SELECT a.agent_id FROM agents a LEFT JOIN leases l "
         "ON l.agent_id = a.agent_id WHERE (a.status IN ('created', 'running') OR "
