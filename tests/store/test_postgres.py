@@ -503,14 +503,14 @@ def test_a_writer_that_stops_inside_its_transaction_loses_its_row_locks(
     store = PostgresStore(url)
     state = seed(store)
     sent = threading.Event()
-    insert = postgres._insert_events
+    write_group = postgres._group_write
 
-    def insert_then_stall(db: Any, events: Any) -> None:
-        insert(db, events)
+    def write_then_stall(db: Any, rows: str, channel: str) -> None:
+        write_group(db, rows, channel)
         sent.set()
         threading.Event().wait(3.0)  # the worker is stopped here
 
-    monkeypatch.setattr(postgres, "_insert_events", insert_then_stall)
+    monkeypatch.setattr(postgres, "_group_write", write_then_stall)
     failed: list[BaseException] = []
 
     def write() -> None:

@@ -60,7 +60,8 @@ from . import steps, toolcall
 from .context import Renderer
 from .governed import Governor
 from .heartbeat import Heartbeats
-from .leases import ensure_held, holder_is_dead_here, this_worker
+from .leases import ensure_held, this_worker
+from .leases import holder_is_dead_here as dead_here
 from .limits import tool_limits
 
 LEASE_TTL = 30.0
@@ -98,7 +99,7 @@ class Activation:
         model: Model | None,
         tools: Mapping[str, Tool] | None,
         clock: Clock,
-        owner: str | None = None,
+        owner: str | Lease | None = None,
         lease_ttl: float = LEASE_TTL,
         on_commit: Callable[[Sequence[Event]], None] | None = None,
         committer: GroupCommitter | None = None,
@@ -118,6 +119,8 @@ class Activation:
         self._spec_tools = tools is None
         self.tools = dict(tools or {})
         self.clock = clock
+        self._claimed = owner if isinstance(owner, Lease) else None  # taken once, by the claim
+        owner = owner.owner if isinstance(owner, Lease) else owner
         self.owner = owner or f"{this_worker()}:{int(time.monotonic_ns())}"
         self.lease_ttl = lease_ttl
         self.lease: Lease | None = None
@@ -153,18 +156,17 @@ class Activation:
     # -- lease and commits ------------------------------------------------------
 
     def acquire(self, force: bool = False) -> None:
-        now = self.clock.now()
-        current = self.store.get_lease(self.record.agent_id)
-        takeover = None
-        if (
-            current is not None
-            and current.live(now)
-            and (force or holder_is_dead_here(current.owner))
-        ):
-            takeover = current.owner
-        self.lease = self.store.acquire_lease(
-            self.record.agent_id, self.owner, self.lease_ttl, now, takeover=takeover
-        )
+        now, claimed, self._claimed = self.clock.now(), self._claimed, None
+        if claimed is not None and now < claimed.expires_at - self.lease_ttl / 3:
+            self.lease = claimed  # taken by the worker's claim just now: not written again
+        else:
+            current = self.store.get_lease(self.record.agent_id)
+            takeover = None
+            if current is not None and current.live(now) and (force or dead_here(current.owner)):
+                takeover = current.owner
+            self.lease = self.store.acquire_lease(
+                self.record.agent_id, self.owner, self.lease_ttl, now, takeover=takeover
+            )
         self._renewed_at = now
         try:
             self.state = self.store.load_state(self.record.agent_id)

@@ -47,7 +47,7 @@ from ..snapshots.trust import TrustedKeys
 from ..spec import AgentSpec, parse_model_field
 from ..state import State
 from ..store import open_store
-from ..store.base import AgentRecord, SnapshotRecord, Store
+from ..store.base import AgentRecord, Lease, SnapshotRecord, Store
 from ..store.blob_url import Blobs, open_blobs
 from ..store.groupcommit import GroupCommitter
 from ..store.scoped import TenantStore
@@ -169,7 +169,7 @@ class Runtime(AuthorityActions, EndingActions):
         on_commit: Callable[[Sequence[Event]], None] | None = None,
         committer: GroupCommitter | None = None,
         record_model: Path | None = None,
-        owner: str | None = None,
+        owner: str | Lease | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> Outcome:
         """Take the agent's lease, recover, and run it until it stops.
@@ -204,7 +204,7 @@ class Runtime(AuthorityActions, EndingActions):
         on_commit: Callable[[Sequence[Event]], None] | None = None,
         committer: GroupCommitter | None = None,
         record_model: Path | None = None,
-        owner: str | None = None,
+        owner: str | Lease | None = None,
         stop: Callable[[], bool] | None = None,
         heartbeats: Heartbeats | None = None,
     ) -> Machine[Outcome]:
@@ -233,7 +233,7 @@ class Runtime(AuthorityActions, EndingActions):
             messenger=messenger_for(self),
             certify=certifier_for(self),
             rebuild_model=build if built else None,
-            owner=owner,  # a worker's claim: the lease it took for this agent
+            owner=owner,  # a worker's claim: the lease it took for this agent, used as is
             heartbeats=heartbeats,
         )
         act.acquire()

@@ -23,14 +23,18 @@ faster) against rewriting the SQL for its ``$1`` placeholders and its pool.
 **Transactions** run at the server's default, READ COMMITTED, and are made
 correct for any number of workers on any number of hosts by row locks:
 
-* ``_write`` first locks the agent's row (``SELECT … FOR UPDATE``), so every
-  writer of one agent takes its turn on that row; only then does it read the
-  lease epoch, in a statement of its own, which under READ COMMITTED sees
-  every transaction that committed before the lock was granted. It refuses a
-  stale epoch (:class:`~stead.errors.StaleEpoch`) or a version that moved on
-  (:class:`~stead.errors.VersionConflict`) before writing anything; then
-  inserts the events, replaces the state row and the anchor, and makes or
-  consumes snapshot rows, all in the one transaction.
+* a write (``_write``, and ``append_many`` for many agents at once) first
+  locks the agents' rows (``SELECT … WHERE agent_id = ANY(…) ORDER BY
+  agent_id FOR UPDATE``), so every writer of one agent takes its turn on that
+  row; only then does it read the lease epochs, in a statement of its own,
+  which under READ COMMITTED sees every transaction that committed before the
+  lock was granted (a join in the locking statement would read the epochs of
+  its own, earlier snapshot). It refuses a stale epoch
+  (:class:`~stead.errors.StaleEpoch`) or a version that moved on
+  (:class:`~stead.errors.VersionConflict`) before writing anything
+  (:func:`stead.store.statements.plan`); then it inserts the events, replaces
+  the state rows and the anchors and tells of new work in one statement, and
+  makes or consumes snapshot rows, all in the one transaction.
 * ``acquire_lease`` takes the same row lock before its compare-and-set
   upsert of the lease row (``ON CONFLICT … DO UPDATE … WHERE`` the lease is
   free, expired, or held by the owner or the one taken over), so a write and
@@ -39,9 +43,9 @@ correct for any number of workers on any number of hosts by row locks:
   Without the lock a fenced-off worker could check its epoch, the takeover
   commit, and its events land after it.
 * ``renew_lease`` and ``release_lease`` are single compare-and-set UPDATEs.
-* ``append_many`` (group commit) stores every batch in one transaction, each
-  in a savepoint so that one refused batch leaves the others; it locks the
-  agents' rows in id order, so two workers grouping the same agents never
+* ``append_many`` (group commit) stores every batch in one transaction; a
+  refused batch is left out of the writes and the others are stored. The rows
+  are locked in id order, so two workers grouping the same agents never
   deadlock.
 
 Durability is the server's: with ``synchronous_commit = on`` (the default) a
@@ -63,6 +67,7 @@ serialization failure, which these locks should never cause, with a plain
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from base64 import b64encode
 from collections.abc import Iterable, Iterator, Sequence
@@ -80,7 +85,7 @@ from ..errors import (
     StoreError,
     StoreUnusable,
 )
-from ..journal import Event, Kind
+from ..journal import Event
 from ..notices import notices
 from ..state import State
 from . import codec, postgres_snapshots, postgres_url, postgres_wakeups
@@ -91,8 +96,6 @@ from .base import (
     AgentSummary,
     Batch,
     Lease,
-    check_batch,
-    check_write,
     lease_held_message,
     renewal_refused,
     wake_at,
@@ -110,6 +113,14 @@ from .postgres_migrations import (
     recorded_version,
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
+from .statements import (
+    POSTGRES,
+    POSTGRES_GROUP_WRITE,
+    SNAPSHOT_KINDS,
+    Stored,
+    group_json,
+    plan,
+)
 from .tokens import SqlTokenRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
@@ -232,7 +243,7 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     def claim(
         self, owner: str, ttl: float, now: float, limit: int, tenant: str | None = None
     ) -> list[Lease] | None:
-        with self._tx() as db:
+        with self._conn() as db:  # one statement: its own transaction
             taken = postgres_wakeups.claim(db, owner, ttl, now, limit, tenant)
         return [Lease(agent_id, owner, epoch, now + ttl) for agent_id, epoch in taken]
 
@@ -336,86 +347,61 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
         anchor: Anchor,
     ) -> None:
         with self._tx() as db:
-            self._write_in(db, agent_id, events, state, expected_version, epoch, at, anchor)
+            batch = Batch(events, state, expected_version, epoch, anchor)
+            (refused,) = self._group(db, [batch], at)
+        if refused is not None:
+            raise refused
 
     def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
         """Every batch in one transaction, so many agents' steps share one commit.
 
         A batch that is refused (stale epoch, lost update, bad chain, a snapshot
-        already restored) is rolled back to its savepoint and reported; the
-        others are stored. Rows are locked in agent-id order (see the module).
+        already restored) is left out and reported; the others are stored. Rows
+        are locked in agent-id order (see the module).
         """
-        results: list[SteadError | None] = [None] * len(batches)
-        order = sorted(range(len(batches)), key=lambda i: batches[i].state.agent_id)
         with self._tx() as db:
-            for i in order:
-                b = batches[i]
-                try:
-                    check_batch(b)
-                    with db.transaction():  # a savepoint: a refusal undoes this batch only
-                        self._write_in(
-                            db,
-                            b.events[0].agent_id,
-                            b.events,
-                            b.state,
-                            b.expected_version,
-                            b.epoch,
-                            at,
-                            b.anchor_or_default(),
-                        )
-                except (StoreError, NotFound) as exc:
-                    results[i] = exc
-        return results
+            return self._group(db, batches, at)
 
-    def _write_in(
-        self,
-        db: Conn,
-        agent_id: str,
-        events: Sequence[Event],
-        state: State,
-        expected_version: int,
-        epoch: int,
-        at: float,
-        anchor: Anchor,
-    ) -> None:
-        # the lock first, the epoch after it, in a statement of its own: its snapshot
-        # then includes any acquisition that committed while this one waited
-        row = db.execute(
-            "SELECT version, status, wake_at FROM agents WHERE agent_id = %s FOR UPDATE",
-            (agent_id,),
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no agent with id {agent_id}")
-        lease = db.execute("SELECT epoch FROM leases WHERE agent_id = %s", (agent_id,)).fetchone()
-        current_epoch = int(lease[0]) if lease else 0
-        check_write(agent_id, epoch, current_epoch, expected_version, int(row[0]))
-        _insert_events(db, events)
-        db.execute(
-            "UPDATE agents SET version = %s, status = %s, state = %s, updated_at = %s, "
-            "wake_at = %s WHERE agent_id = %s",
-            (state.version, state.status, state_row(state, anchor), at, wake_at(state), agent_id),
-        )
-        put_anchor(db, anchor)
-        postgres_wakeups.tell(db, self._channel, agent_id, (row[1], row[2]), state)
-        for ev in events:
-            if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
-                postgres_snapshots.change(db, ev, state.tenant)
-        sql_enqueue(db, "%s", state.tenant, notices(events, str(row[1]), state))
+    def _group(self, db: Conn, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
+        """The batches' agents locked and read, each batch checked in Python, and the
+        kept ones written by one statement (:data:`~stead.store.statements.
+        POSTGRES_GROUP_WRITE`), whatever their number."""
+        ids = sorted({b.events[0].agent_id for b in batches if b.events})
+        rows = {
+            str(r[0]): Stored(int(r[1]), str(r[2]), r[3], 0)
+            for r in db.execute(POSTGRES.rows_locked, (ids,), prepare=True)
+        }
+        # the epochs after the lock, in a statement of their own: its snapshot then
+        # includes any acquisition that committed while the lock was awaited
+        for agent_id, epoch in db.execute(POSTGRES.epochs, (ids,), prepare=True):
+            if agent_id in rows:
+                rows[agent_id].epoch = int(epoch)
+        kept, results = plan(batches, rows, functools.partial(_snapshots, db))
+        if kept:
+            told = [
+                k.batch.state.agent_id
+                for k in kept
+                if postgres_wakeups.gives_work((k.before.status, k.before.wake_at), k.batch.state)
+            ]
+            _group_write(db, group_json(kept, at, told, _event_row), self._channel)
+            for k in kept:
+                s = k.batch.state
+                sql_enqueue(db, "%s", s.tenant, notices(k.batch.events, k.before.status, s))
+        return results
 
     def read_events(
         self, agent_id: str, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[Event]:
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
-        while seq <= last:
-            rows = self._page(agent_id, seq, last)
-            if not rows and seq == max(from_seq, 1):
-                self.get_record(agent_id)  # NotFound for no such agent; asked only then
+        rows = self._page(agent_id, seq, last) if seq <= last else []
+        if not rows:  # an agent with events here exists: only none asks the agents table
+            self.get_record(agent_id)
+        while rows:
             for row in rows:
                 yield _event(agent_id, row)
-            if len(rows) < _PAGE:
-                return
             seq = int(rows[-1][0]) + 1
+            rows = self._page(agent_id, seq, last) if len(rows) == _PAGE and seq <= last else []
 
     @retried
     def _page(self, agent_id: str, seq: int, last: int) -> list[tuple[Any, ...]]:
@@ -428,7 +414,6 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
 
     @retried
     def read_events_of_kinds(self, agent_id: str, kinds: Iterable[str]) -> list[Event]:
-        self.get_record(agent_id)  # NotFound, like read_events
         wanted = set(kinds)
         with self._conn() as db:
             if wanted <= set(INDEXED_KINDS):
@@ -445,6 +430,8 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
                     "WHERE agent_id = %s AND kind = ANY(%s) ORDER BY seq",
                     (agent_id, sorted(wanted)),
                 ).fetchall()
+        if not rows:
+            self.get_record(agent_id)  # NotFound, like read_events
         return [_event(agent_id, row) for row in rows if row[1] in wanted]
 
     # -- leases ---------------------------------------------------------------
@@ -454,17 +441,11 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     ) -> Lease:
         with self._tx() as db:
             # the agent's row lock orders this acquisition with its writes (see the module)
-            found = db.execute(
-                "SELECT 1 FROM agents WHERE agent_id = %s FOR UPDATE", (agent_id,)
-            ).fetchone()
-            if found is None:
+            if db.execute(POSTGRES.agent_exists, (agent_id,)).fetchone() is None:
                 raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
+            other = owner if takeover is None else takeover
             row = db.execute(
-                "INSERT INTO leases AS l (agent_id, owner, epoch, expires_at) "
-                "VALUES (%s, %s, 1, %s) ON CONFLICT (agent_id) DO UPDATE SET "
-                "owner = EXCLUDED.owner, epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at "
-                "WHERE l.expires_at <= %s OR l.owner = %s OR l.owner = %s RETURNING l.epoch",
-                (agent_id, owner, now + ttl, now, owner, owner if takeover is None else takeover),
+                POSTGRES.lease_take, (agent_id, owner, now + ttl, now, owner, other)
             ).fetchone()
             if row is None:
                 held = _lease_row(db, agent_id)
@@ -476,9 +457,7 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         with self._conn() as db:
             cur = db.execute(
-                "UPDATE leases SET expires_at = %s "
-                "WHERE agent_id = %s AND epoch = %s AND owner = %s",
-                (now + ttl, lease.agent_id, lease.epoch, lease.owner),
+                POSTGRES.lease_renew, (now + ttl, lease.agent_id, lease.epoch, lease.owner)
             )
             if cur.rowcount != 1:
                 raise renewal_refused(lease)
@@ -510,14 +489,15 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
 
     @retried
     def release_lease(self, lease: Lease) -> None:
-        with self._tx() as db:
+        # work told while this lease held the agent (a person's message, given under
+        # it) found no one free to take it: tell again, now it is free; one statement
+        with self._conn() as db:
             db.execute(
-                "UPDATE leases SET owner = '', expires_at = 0 WHERE agent_id = %s AND epoch = %s",
-                (lease.agent_id, lease.epoch),
+                f"WITH r AS ({POSTGRES.lease_release} RETURNING agent_id) "
+                "SELECT pg_notify(%s, a.agent_id) FROM agents a JOIN r "
+                "ON r.agent_id = a.agent_id WHERE a.status IN ('created', 'running')",
+                (lease.agent_id, lease.epoch, self._channel),
             )
-            # work told while this lease held the agent (a person's message, given
-            # under it) found no one free to take it: tell again, now it is free
-            postgres_wakeups.tell_if_runnable(db, self._channel, lease.agent_id)
 
     @retried
     def get_lease(self, agent_id: str) -> Lease | None:
@@ -526,10 +506,16 @@ class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
 
 
 def _lease_row(db: Conn, agent_id: str) -> Lease | None:
-    row = db.execute(
-        "SELECT owner, epoch, expires_at FROM leases WHERE agent_id = %s", (agent_id,)
-    ).fetchone()
+    row = db.execute(POSTGRES.lease_get, (agent_id,)).fetchone()
     return None if row is None else Lease(agent_id, row[0], int(row[1]), float(row[2]))
+
+
+def _event_row(e: Event) -> list[object]:
+    """An event as its row, in :data:`~stead.store.statements.PG_EVENT_COLUMNS` order:
+    its data as text, or compressed (:mod:`stead.store.codec`) in base64 for ``packed``."""
+    stored = codec.pack(e.data_json if e.data_json is not None else dumps(dict(e.data)))
+    text, packed = (stored, None) if isinstance(stored, str) else (None, b64encode(stored).decode())
+    return [e.agent_id, e.seq, e.kind, e.at, text, e.prev_hash, e.hash, e.epoch, packed]
 
 
 def _insert_events(db: Conn, events: Sequence[Event]) -> None:
@@ -538,14 +524,7 @@ def _insert_events(db: Conn, events: Sequence[Event]) -> None:
     # timeout, so a worker cut off there would keep the agent's row locked for good.
     # The rows go as one JSON text (encoded in C) rather than eight arrays, whose
     # elements psycopg would adapt one by one in Python on every commit.
-    # The data goes as text, or (compressed: stead.store.codec) in base64 for `packed`.
-    rows = []
-    for e in events:
-        stored = codec.pack(e.data_json if e.data_json is not None else dumps(dict(e.data)))
-        text, packed = (
-            (stored, None) if isinstance(stored, str) else (None, b64encode(stored).decode())
-        )
-        rows.append([e.agent_id, e.seq, e.kind, e.at, text, e.prev_hash, e.hash, e.epoch, packed])
+    rows = [_event_row(e) for e in events]
     db.execute(
         "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch, packed) "
         "SELECT r->>0, (r->>1)::bigint, r->>2, (r->>3)::double precision, r->>4, r->>5, "
@@ -553,6 +532,21 @@ def _insert_events(db: Conn, events: Sequence[Event]) -> None:
         "FROM json_array_elements(%s::json) AS r",
         (json.dumps(rows, ensure_ascii=False, allow_nan=False),),
     )
+
+
+def _group_write(db: Conn, rows: str, channel: str) -> None:
+    """A group commit's every write, in one statement (see :func:`_insert_events` on
+    why not ``executemany``)."""
+    db.execute(POSTGRES_GROUP_WRITE, (rows, channel), prepare=True)
+
+
+def _snapshots(db: Conn, batch: Batch) -> None:
+    """Make or consume the snapshots a batch's events name, in a savepoint: a refusal
+    undoes this batch's rows only, and the group goes on."""
+    with db.transaction():
+        for ev in batch.events:
+            if ev.kind in SNAPSHOT_KINDS:
+                postgres_snapshots.change(db, ev, batch.state.tenant)
 
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:

@@ -26,6 +26,7 @@ from ..errors import NotFound, StoreUnusable
 from . import postgres_snapshots
 from .anchors import Anchor
 from .base import PolicyRecord, SnapshotRecord, Store
+from .statements import POSTGRES, anchor_row
 
 Conn = psycopg.Connection[TupleRow]
 
@@ -56,32 +57,9 @@ def retried(method: F) -> F:
     return cast(F, again)
 
 
-_ANCHOR_COLUMNS = (
-    "agent_id, version, head_hash, state_hash, verified, public_key, signature, spec_hash, epoch"
-)
-
-
 def put_anchor(db: Conn, anchor: Anchor) -> None:
     """Replace the agent's anchor, in the transaction that stores its events."""
-    db.execute(
-        f"INSERT INTO anchors ({_ANCHOR_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (agent_id) DO UPDATE SET version = EXCLUDED.version, "
-        "head_hash = EXCLUDED.head_hash, state_hash = EXCLUDED.state_hash, "
-        "verified = EXCLUDED.verified, public_key = EXCLUDED.public_key, "
-        "signature = EXCLUDED.signature, spec_hash = EXCLUDED.spec_hash, "
-        "epoch = EXCLUDED.epoch",
-        (
-            anchor.agent_id,
-            anchor.version,
-            anchor.head_hash,
-            anchor.state_hash,
-            anchor.verified,
-            anchor.public_key,
-            anchor.signature,
-            anchor.spec_hash,
-            anchor.epoch,
-        ),
-    )
+    db.execute(POSTGRES.anchors_put, anchor_row(anchor))
 
 
 class PostgresRows(Store):

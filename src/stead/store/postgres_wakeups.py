@@ -37,20 +37,19 @@ def channel(schema: str | None) -> str:
     return f"stead_work_{schema}" if schema else "stead_work"
 
 
-def tell(db: Conn, name: str, agent_id: str, before: tuple[str, Any] | None, state: State) -> None:
-    """Notify, in the writing transaction, when this write gives the agent work:
-    ``before`` is its (status, wake_at) as stored until now (None: it is new)."""
+def gives_work(before: tuple[str, Any] | None, state: State) -> bool:
+    """Whether a write gives the agent work: ``before`` is its (status, wake_at) as
+    stored until now (None: it is new)."""
     status, due = before if before is not None else ("", None)
     due_now = wake_at(state)
     became_runnable = state.status in RUN_STATUSES and status not in RUN_STATUSES
-    if became_runnable or (due_now is not None and due_now != due):
-        db.execute("SELECT pg_notify(%s, %s)", (name, agent_id))
+    return became_runnable or (due_now is not None and due_now != due)
 
 
-def tell_if_runnable(db: Conn, name: str, agent_id: str) -> None:
-    """Notify if the agent has work now (its lease was just given back)."""
-    row = db.execute("SELECT status FROM agents WHERE agent_id = %s", (agent_id,)).fetchone()
-    if row is not None and row[0] in RUN_STATUSES:
+def tell(db: Conn, name: str, agent_id: str, before: tuple[str, Any] | None, state: State) -> None:
+    """Notify, in the writing transaction, when this write gives the agent work
+    (:func:`gives_work`)."""
+    if gives_work(before, state):
         db.execute("SELECT pg_notify(%s, %s)", (name, agent_id))
 
 
@@ -101,26 +100,22 @@ class Listener:
 def claim(
     db: Conn, owner: str, ttl: float, now: float, limit: int, tenant: str | None
 ) -> list[tuple[str, int]]:
-    """In one transaction: lock up to ``limit`` agents with work whose lease has lapsed
-    (or that have none), skipping rows another worker has locked (it is claiming or
-    writing them), and take their leases for ``owner``; (agent, epoch) of each."""
+    """In one statement (so one transaction): lock up to ``limit`` agents with work
+    whose lease has lapsed (or that have none), skipping rows another worker has
+    locked (it is claiming or writing them), and take their leases for ``owner``,
+    however many; (agent, epoch) of each."""
     where, params = ("", ()) if tenant is None else (" AND a.tenant = %s", (tenant,))
     rows = db.execute(
-        "SELECT a.agent_id FROM agents a LEFT JOIN leases l ON l.agent_id = a.agent_id "
-        "WHERE (a.status IN ('created', 'running') OR (a.status IN ('waiting', 'hibernated') "
-        "AND a.wake_at <= %s)) AND (l.agent_id IS NULL OR l.expires_at <= %s)"
+        "WITH c AS (SELECT a.agent_id FROM agents a LEFT JOIN leases l "
+        "ON l.agent_id = a.agent_id WHERE (a.status IN ('created', 'running') OR "
+        "(a.status IN ('waiting', 'hibernated') AND a.wake_at <= %s)) AND "
+        "(l.agent_id IS NULL OR l.expires_at <= %s)"
         + where
-        + " ORDER BY a.agent_id LIMIT %s FOR UPDATE OF a SKIP LOCKED",
-        (now, now, *params, limit),
+        + " ORDER BY a.agent_id LIMIT %s FOR UPDATE OF a SKIP LOCKED) "
+        "INSERT INTO leases AS l (agent_id, owner, epoch, expires_at) "
+        "SELECT agent_id, %s, 1, %s FROM c ORDER BY agent_id "
+        "ON CONFLICT (agent_id) DO UPDATE SET owner = EXCLUDED.owner, epoch = l.epoch + 1, "
+        "expires_at = EXCLUDED.expires_at WHERE l.expires_at <= %s RETURNING l.agent_id, l.epoch",
+        (now, now, *params, limit, owner, now + ttl, now),
     ).fetchall()
-    taken = []
-    for (agent_id,) in rows:
-        got = db.execute(
-            "INSERT INTO leases AS l (agent_id, owner, epoch, expires_at) VALUES (%s, %s, 1, %s) "
-            "ON CONFLICT (agent_id) DO UPDATE SET owner = EXCLUDED.owner, epoch = l.epoch + 1, "
-            "expires_at = EXCLUDED.expires_at WHERE l.expires_at <= %s RETURNING l.epoch",
-            (agent_id, owner, now + ttl, now),
-        ).fetchone()
-        if got is not None:
-            taken.append((str(agent_id), int(got[0])))
-    return taken
+    return sorted((str(agent_id), int(epoch)) for agent_id, epoch in rows)

@@ -22,6 +22,8 @@ and a database whose recorded version is newer than this code knows is refused.
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -37,7 +39,7 @@ from ..errors import (
     SteadError,
     StoreError,
 )
-from ..journal import Event, Kind
+from ..journal import Event
 from ..notices import notices
 from ..state import State
 from . import codec, sqlite_anchors, sqlite_open, sqlite_snapshots
@@ -51,8 +53,6 @@ from .base import (
     PolicyRecord,
     SnapshotRecord,
     Store,
-    check_batch,
-    check_write,
     lease_held_message,
     renewal_refused,
     wake_at,
@@ -60,6 +60,16 @@ from .base import (
 from .deletion import SqlDeletion
 from .history import HistoryEntry
 from .sqlite_migrations import MIGRATIONS
+from .statements import (
+    SNAPSHOT_KINDS,
+    SQLITE,
+    SQLITE_ROW,
+    SQLITE_ROWS,
+    Stored,
+    agent_rows,
+    anchor_rows,
+    plan,
+)
 from .tokens import SqlTokenRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
@@ -161,23 +171,7 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
 
     @staticmethod
     def _insert_events(db: sqlite3.Connection, events: Sequence[Event]) -> None:
-        db.executemany(
-            "INSERT INTO events (agent_id, seq, kind, at, data, prev_hash, hash, epoch) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    e.agent_id,
-                    e.seq,
-                    e.kind,
-                    e.at,
-                    codec.pack(e.data_json if e.data_json is not None else dumps(dict(e.data))),
-                    codec.pack_hash(e.prev_hash),
-                    codec.pack_hash(e.hash),
-                    e.epoch,
-                )
-                for e in events
-            ],
-        )
+        db.executemany(SQLITE.events_put, [_event_row(e) for e in events])
 
     def get_record(self, agent_id: str) -> AgentRecord:
         with self._lock:
@@ -232,78 +226,48 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
         anchor: Anchor,
     ) -> None:
         with self._tx() as db:
-            self._write_in(db, agent_id, events, state, expected_version, epoch, at, anchor)
+            batch = Batch(events, state, expected_version, epoch, anchor)
+            (refused,) = self._group(db, [batch], at)
+        if refused is not None:
+            raise refused
 
     def append_many(self, batches: Sequence[Batch], at: float) -> list[SteadError | None]:
         """Every batch in one transaction, so many agents' steps share one fsync.
 
-        A batch that is refused (stale epoch, lost update, bad chain) is rolled
-        back to its savepoint and reported; the others are stored.
+        A batch that is refused (stale epoch, lost update, bad chain, a snapshot
+        already restored) is left out and reported; the others are stored.
         """
-        results: list[SteadError | None] = []
         with self._tx() as db:
-            for b in batches:
-                try:
-                    check_batch(b)
-                    db.execute("SAVEPOINT batch")
-                    try:
-                        self._write_in(
-                            db,
-                            b.events[0].agent_id,
-                            b.events,
-                            b.state,
-                            b.expected_version,
-                            b.epoch,
-                            at,
-                            b.anchor_or_default(),
-                        )
-                    except BaseException:
-                        db.execute("ROLLBACK TO batch")
-                        raise
-                    finally:
-                        db.execute("RELEASE batch")
-                    results.append(None)
-                except (StoreError, NotFound) as exc:
-                    results.append(exc)
-        return results
+            return self._group(db, batches, at)
 
-    def _write_in(
-        self,
-        db: sqlite3.Connection,
-        agent_id: str,
-        events: Sequence[Event],
-        state: State,
-        expected_version: int,
-        epoch: int,
-        at: float,
-        anchor: Anchor,
-    ) -> None:
-        row = db.execute(
-            "SELECT version, status FROM agents WHERE agent_id = ?", (agent_id,)
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no agent with id {agent_id}")
-        lease = db.execute("SELECT epoch FROM leases WHERE agent_id = ?", (agent_id,)).fetchone()
-        current_epoch = int(lease[0]) if lease else 0
-        check_write(agent_id, epoch, current_epoch, expected_version, int(row[0]))
-        self._insert_events(db, events)
-        db.execute(
-            "UPDATE agents SET version = ?, status = ?, state = ?, updated_at = ?, wake_at = ? "
-            "WHERE agent_id = ?",
-            (
-                state.version,
-                state.status,
-                codec.pack_checkpoint(state_row(state, anchor), state.status),
-                at,
-                wake_at(state),
-                agent_id,
-            ),
-        )
-        sqlite_anchors.put(db, anchor)
-        for ev in events:
-            if ev.kind in (Kind.HIBERNATED, Kind.RESTORED):
-                sqlite_snapshots.change(db, ev, state.tenant)
-        sql_enqueue(db, "?", state.tenant, notices(events, str(row[1]), state))
+    def _group(
+        self, db: sqlite3.Connection, batches: Sequence[Batch], at: float
+    ) -> list[SteadError | None]:
+        """The batches' agents read, each batch checked in Python (the transaction
+        holds the database: no row can change meanwhile), and the kept ones written
+        with one prepared statement per table (:mod:`stead.store.statements`)."""
+        ids = sorted({b.events[0].agent_id for b in batches if b.events})
+        read = (SQLITE_ROW, ids[0]) if len(ids) == 1 else (SQLITE_ROWS, json.dumps(ids))
+        rows = {
+            str(r[0]): Stored(int(r[1]), str(r[2]), r[3], int(r[4]))
+            for r in db.execute(read[0], (read[1],))
+        }
+        kept, results = plan(batches, rows, functools.partial(_snapshots, db))
+        if kept:
+            db.executemany(SQLITE.events_put, [_event_row(e) for k in kept for e in k.batch.events])
+            # the statement names the agent last, the rows first
+            db.executemany(
+                SQLITE.agents_put,
+                [
+                    (r[1], r[2], codec.pack_checkpoint(str(r[3]), str(r[2])), r[4], r[5], r[0])
+                    for r in agent_rows(kept, at)
+                ],
+            )
+            db.executemany(SQLITE.anchors_put, anchor_rows(kept))
+            for k in kept:
+                s = k.batch.state
+                sql_enqueue(db, "?", s.tenant, notices(k.batch.events, k.before.status, s))
+        return results
 
     # -- hibernation: the rows live in stead.store.sqlite_snapshots ---------------
 
@@ -329,20 +293,22 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
     ) -> Iterator[Event]:
         last = to_seq if to_seq is not None else 2**62
         seq = max(from_seq, 1)
-        while seq <= last:
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
-                    "WHERE agent_id = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
-                    (agent_id, seq, last, _PAGE),
-                ).fetchall()
-            if not rows and seq == max(from_seq, 1):
-                self.get_record(agent_id)  # NotFound for no such agent; asked only then
+        rows = self._page(agent_id, seq, last) if seq <= last else []
+        if not rows:  # an agent with events here exists: only none asks the agents table
+            self.get_record(agent_id)
+        while rows:
             for row in rows:
                 yield _event(agent_id, row)
-            if len(rows) < _PAGE:
-                return
             seq = rows[-1][0] + 1
+            rows = self._page(agent_id, seq, last) if len(rows) == _PAGE and seq <= last else []
+
+    def _page(self, agent_id: str, seq: int, last: int) -> list[Any]:
+        with self._lock:
+            return self._db.execute(
+                "SELECT seq, kind, at, data, prev_hash, hash, epoch FROM events "
+                "WHERE agent_id = ? AND seq >= ? AND seq <= ? ORDER BY seq LIMIT ?",
+                (agent_id, seq, last, _PAGE),
+            ).fetchall()
 
     # -- leases ---------------------------------------------------------------
 
@@ -350,33 +316,22 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
         self, agent_id: str, owner: str, ttl: float, now: float, *, takeover: str | None = None
     ) -> Lease:
         with self._tx() as db:
-            if (
-                db.execute("SELECT 1 FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
-                is None
-            ):
+            if db.execute(SQLITE.agent_exists, (agent_id,)).fetchone() is None:
                 raise NotFound(f"no agent with id {agent_id}; `stead ls` lists them")
+            other = owner if takeover is None else takeover
             row = db.execute(
-                "SELECT owner, epoch, expires_at FROM leases WHERE agent_id = ?", (agent_id,)
+                SQLITE.lease_take, (agent_id, owner, now + ttl, now, owner, other)
             ).fetchone()
-            if row is not None:
-                cur = Lease(agent_id, row[0], int(row[1]), float(row[2]))
-                if cur.live(now) and cur.owner not in (owner, takeover):
-                    raise LeaseHeld(lease_held_message(cur, now))
-            lease = Lease(agent_id, owner, (int(row[1]) if row else 0) + 1, now + ttl)
-            db.execute(
-                "INSERT INTO leases (agent_id, owner, epoch, expires_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET "
-                "owner = excluded.owner, epoch = excluded.epoch, "
-                "expires_at = excluded.expires_at",
-                (agent_id, owner, lease.epoch, lease.expires_at),
-            )
-            return lease
+            if row is None:
+                held = self._lease_row(agent_id)
+                assert held is not None  # the upsert found it and left it
+                raise LeaseHeld(lease_held_message(held, now))
+            return Lease(agent_id, owner, int(row[0]), now + ttl)
 
     def renew_lease(self, lease: Lease, ttl: float, now: float) -> Lease:
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE leases SET expires_at = ? WHERE agent_id = ? AND epoch = ? AND owner = ?",
-                (now + ttl, lease.agent_id, lease.epoch, lease.owner),
+                SQLITE.lease_renew, (now + ttl, lease.agent_id, lease.epoch, lease.owner)
             )
             if cur.rowcount != 1:
                 raise renewal_refused(lease)
@@ -384,16 +339,14 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
 
     def release_lease(self, lease: Lease) -> None:
         with self._tx() as db:
-            db.execute(
-                "UPDATE leases SET owner = '', expires_at = 0 WHERE agent_id = ? AND epoch = ?",
-                (lease.agent_id, lease.epoch),
-            )
+            db.execute(SQLITE.lease_release, (lease.agent_id, lease.epoch))
 
     def get_lease(self, agent_id: str) -> Lease | None:
         with self._lock:
-            row = self._db.execute(
-                "SELECT owner, epoch, expires_at FROM leases WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
+            return self._lease_row(agent_id)
+
+    def _lease_row(self, agent_id: str) -> Lease | None:
+        row = self._db.execute(SQLITE.lease_get, (agent_id,)).fetchone()
         return None if row is None else Lease(agent_id, row[0], int(row[1]), float(row[2]))
 
     # -- secrets (sealed values only) -------------------------------------------
@@ -515,6 +468,31 @@ class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebho
             ).fetchall()
         rows = [r for r in rows if r[1] in wanted]
         return [_event(agent_id, row) for row in rows]
+
+
+def _event_row(e: Event) -> tuple[object, ...]:
+    """An event as its row, in :data:`~stead.store.statements.EVENT_COLUMNS` order, its
+    data and hashes as stored at rest (:mod:`stead.store.codec`)."""
+    data = e.data_json if e.data_json is not None else dumps(dict(e.data))
+    return (
+        e.agent_id, e.seq, e.kind, e.at, codec.pack(data),
+        codec.pack_hash(e.prev_hash), codec.pack_hash(e.hash), e.epoch,
+    )  # fmt: skip
+
+
+def _snapshots(db: sqlite3.Connection, batch: Batch) -> None:
+    """Make or consume the snapshots a batch's events name, in a savepoint: a refusal
+    undoes this batch's rows only, and the group goes on."""
+    db.execute("SAVEPOINT batch")
+    try:
+        for ev in batch.events:
+            if ev.kind in SNAPSHOT_KINDS:
+                sqlite_snapshots.change(db, ev, batch.state.tenant)
+    except BaseException:
+        db.execute("ROLLBACK TO batch")
+        raise
+    finally:
+        db.execute("RELEASE batch")
 
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:

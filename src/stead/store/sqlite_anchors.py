@@ -13,6 +13,7 @@ import threading
 
 from ..errors import NotFound
 from .anchors import Anchor
+from .statements import SQLITE, anchor_row
 
 CREATE = """
     CREATE TABLE IF NOT EXISTS anchors (
@@ -42,27 +43,9 @@ def seal(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE anchors ADD COLUMN {column} {kind}")
 
 
-_COLUMNS = (
-    "agent_id, version, head_hash, state_hash, verified, public_key, signature, spec_hash, epoch"
-)
-
-
 def put(db: sqlite3.Connection, anchor: Anchor) -> None:
     """Replace the agent's anchor, in the transaction that stores its events."""
-    db.execute(
-        f"INSERT OR REPLACE INTO anchors ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            anchor.agent_id,
-            anchor.version,
-            anchor.head_hash,
-            anchor.state_hash,
-            anchor.verified,
-            anchor.public_key,
-            anchor.signature,
-            anchor.spec_hash,
-            anchor.epoch,
-        ),
-    )
+    db.execute(SQLITE.anchors_put, anchor_row(anchor))
 
 
 class AnchorRows:

@@ -201,7 +201,7 @@ class _Flight:
                 agent_id,
                 committer=self.committer,
                 max_steps=worker.max_steps,
-                owner=lease.owner if lease is not None else None,
+                owner=lease,  # the claim's lease, used as it is: taken once
                 stop=lambda: worker.stopping,
                 heartbeats=self.heartbeats,
             )

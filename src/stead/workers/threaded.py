@@ -185,14 +185,13 @@ class Worker:
             if lease is not None:  # claimed, not run: others may take it at once
                 self.runtime.store.release_lease(lease)
             return None
-        owner = lease.owner if lease is not None else None
         if self.on_start is not None:
             self.on_start(agent_id)
         return self.runtime.run(
             agent_id,
             committer=committer,
             max_steps=self.max_steps,
-            owner=owner,
+            owner=lease,  # the claim's lease, used as it is: taken once
             stop=self._stop.is_set,  # SIGTERM: each agent ends the step it is in
         )
 
