@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stead.store import codec
+
 from .stats import median
 from .workload import REPO_ROOT
 
@@ -123,7 +125,7 @@ def measure(workdir: Path, steps: int, reps: int = REPS, kill: bool = True) -> d
         row = con.execute(
             "SELECT state FROM agents WHERE agent_id = ?", (activation["agent_id"],)
         ).fetchone()
-    decisions = int(json.loads(row[0])["decisions"])
+    decisions = int(json.loads(codec.unpack(row[0], "the state row"))["decisions"])
     firsts, seconds = [], []
     for i in range(reps):
         copy = workdir / f"resume-{i}"
