@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +42,6 @@ from . import workload
 from .fake_model import FakeModelServer
 from .peers.common import window_at
 from .stats import median
-from .workload import REPO_ROOT
 
 SIZES = [1_000, 10_000, 30_000, 60_000, 90_000]
 QUICK_SIZES = [1_000, 5_000]
@@ -176,31 +173,12 @@ def langgraph(
 ) -> dict[str, Any]:
     """LangGraph's curve, in a fresh ``.venv-peers`` process (see
     :mod:`bench.peers.langgraph_curve`)."""
-    from .systems import PEER_TIMEOUT_S, PeerError
+    from .systems import run_peer
 
     argv = [str(python), "-m", "bench.peers.langgraph_curve", "--dir", str(workdir),
             "--model-url", model_url, "--sizes", ",".join(map(str, targets)),
             "--output-bytes", str(output_bytes), "--window", str(window)]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("VIRTUAL_ENV", None)
-    try:
-        proc = subprocess.run(
-            argv,
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=PEER_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as e:
-        raise PeerError(f"langgraph curve took over {PEER_TIMEOUT_S:.0f}s") from e
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise PeerError(f"langgraph curve failed ({proc.returncode}):\n{tail}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return run_peer(argv, "langgraph curve")
 
 
 def report(text: str) -> None:

@@ -131,29 +131,7 @@ class Peer(System):
         ]
         for k, v in opts.items():
             argv += [f"--{k}", str(v)]
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-        env.pop("VIRTUAL_ENV", None)
-        try:
-            proc = subprocess.run(
-                argv,
-                cwd=REPO_ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=PEER_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise PeerError(f"{self.name} {command} took over {PEER_TIMEOUT_S:.0f}s") from e
-        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-        if proc.returncode != 0 or not lines:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise PeerError(f"{self.name} {command} failed ({proc.returncode}):\n{tail}")
-        try:
-            result: dict[str, Any] = json.loads(lines[-1])
-        except json.JSONDecodeError as e:
-            raise PeerError(f"{self.name} {command} printed no JSON: {lines[-1][:200]}") from e
-        return result
+        return run_peer(argv, f"{self.name} {command}")
 
     def info(self, workdir: Path) -> dict[str, Any]:
         return self.call("info", workdir)
@@ -197,3 +175,30 @@ class Dbos(Peer):
 
 
 PEERS: dict[str, type[Peer]] = {"langgraph": LangGraph, "dbos": Dbos}
+
+
+def run_peer(argv: list[str], what: str) -> dict[str, Any]:
+    """Run a peer's measurement in a process of its own; the JSON it printed last."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("VIRTUAL_ENV", None)
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PEER_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise PeerError(f"{what} took over {PEER_TIMEOUT_S:.0f}s") from e
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise PeerError(f"{what} failed ({proc.returncode}):\n{tail}")
+    try:
+        result: dict[str, Any] = json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        raise PeerError(f"{what} printed no JSON: {lines[-1][:200]}") from e
+    return result

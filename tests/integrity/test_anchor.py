@@ -174,6 +174,13 @@ def test_resuming_checks_only_the_events_since_the_last_check(tmp_path: Path) ->
     rt.send(agent, "go on")
     anchor = rt.store.get_anchor(agent)
     assert anchor is not None and anchor.verified == version  # what `run` wrote: checked
+    checked, reads = reads_of_check(rt, agent)
+    assert checked == anchor.version
+    assert reads == [version]  # only what `send` wrote since `run` was checked
+
+
+def reads_of_check(rt: Runtime, agent: str) -> tuple[int, list[int]]:
+    """What the check before a run returns, and the seqs it reads events from."""
     reads: list[int] = []
     real = rt.store.read_events
 
@@ -182,8 +189,10 @@ def test_resuming_checks_only_the_events_since_the_last_check(tmp_path: Path) ->
         return real(agent_id, from_seq, to_seq)
 
     rt.store.read_events = counting  # type: ignore[method-assign]
-    assert check_before_run(rt.store, rt.store.load_state(agent), None) == anchor.version
-    assert reads == [version]  # only what `send` wrote since `run` was checked
+    try:
+        return check_before_run(rt.store, rt.store.load_state(agent), None), reads
+    finally:
+        rt.store.read_events = real  # type: ignore[method-assign]
 
 
 def test_a_long_activation_leaves_the_next_check_a_bounded_tail(
@@ -204,18 +213,7 @@ def test_a_long_activation_leaves_the_next_check_a_bounded_tail(
     anchor = rt.store.get_anchor(agent)
     assert version > 40 and anchor is not None
     assert anchor.verified == version - 12  # not 2, where the activation began
-
-    reads: list[int] = []
-    real = rt.store.read_events
-
-    def counting(agent_id: str, from_seq: int = 1, to_seq: int | None = None) -> Any:
-        reads.append(from_seq)
-        return real(agent_id, from_seq, to_seq)
-
-    rt.store.read_events = counting  # type: ignore[method-assign]
-    check_before_run(rt.store, rt.store.load_state(agent), None)
-    assert reads == [version - 12]
-    rt.store.read_events = real  # type: ignore[method-assign]
+    assert reads_of_check(rt, agent)[1] == [version - 12]
 
     def edit(seq: int) -> None:
         data = next(r[3] for r in rows(db, agent) if r[0] == seq)

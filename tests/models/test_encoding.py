@@ -21,7 +21,7 @@ from stead.journal import Event, Kind
 from stead.models.actions import offered_tools
 from stead.models.anthropic import AnthropicModel
 from stead.models.base import RenderedContext
-from stead.models.conversation import Transcript, Turn
+from stead.models.conversation import Transcript, Turn, _ordered
 from stead.models.openai import OpenAIModel
 from stead.models.options import parse_model
 from stead.models.provider import ProviderModel
@@ -180,33 +180,4 @@ def reference_messages(transcript: Transcript, status: str) -> list[Turn]:
         if transcript.summary
         else []
     )
-    out: list[Turn] = []
-    waiting: list[Turn] = []
-    open_calls: list[str] = []
-
-    def close() -> None:
-        out.extend(
-            Turn("tool", "not run: the step ended before this call", call_id=c) for c in open_calls
-        )
-        open_calls.clear()
-        out.extend(waiting)
-        waiting.clear()
-
-    for t in kept:
-        if t.role == "assistant":
-            close()
-            out.append(t)
-            open_calls.extend(c.id for c in t.calls)
-        elif t.role == "tool" and t.call_id in open_calls:
-            out.append(t)
-            open_calls.remove(t.call_id)
-            if not open_calls:
-                close()
-        elif t.role == "tool":
-            waiting.append(Turn("user", f"About your call {t.call_id}: {t.text}", seq=t.seq))
-        elif open_calls:
-            waiting.append(t)
-        else:
-            out.append(t)
-    close()
-    return [*head, *out, Turn("user", status)]
+    return [*head, *_ordered(kept), Turn("user", status)]
