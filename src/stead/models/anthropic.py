@@ -10,7 +10,7 @@ tokens it reports are journaled with the decision's usage.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 from ..errors import InvalidAnswer
 from . import sse
@@ -58,7 +58,7 @@ class AnthropicModel(ProviderModel):
         return out
 
     def encode(self, context: RenderedContext, tools: list[ToolSpec]) -> bytes:
-        body = self._body
+        body = self.kept(_Body)
         for t in body.begin(context):
             body.add(t)
         if not context.messages or body.irregular:
@@ -78,12 +78,6 @@ class AnthropicModel(ProviderModel):
             b'],"tools":', body.tools(context, lambda: _tools(tools)),
             b",", body.fields({**self._settings(), **self.stream_fields()}), b"}",
         ))  # fmt: skip
-
-    @property
-    def _body(self) -> _Body:
-        if self._growing is None:
-            self._growing = _Body()
-        return cast(_Body, self._growing)
 
     def side_request(self, system: str, text: str) -> dict[str, Any]:
         return {

@@ -8,7 +8,7 @@ shown back to the model.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from ..errors import InvalidAnswer
 from . import sse
@@ -47,7 +47,7 @@ class OpenAIModel(ProviderModel):
     def encode(self, context: RenderedContext, tools: list[ToolSpec]) -> bytes:
         if not context.messages:
             return super().encode(context, tools)
-        body = self._body
+        body = self.kept(_Body)
         for t in body.begin(context):
             body.done += b"," + body.json(_message(t))
         tail = b"".join(b"," + body.json(_message(t)) for t in context.messages[body.count :])
@@ -58,12 +58,6 @@ class OpenAIModel(ProviderModel):
             b'],"tools":', body.tools(context, lambda: _tools(tools)),
             b",", body.fields({**self._settings(), **self.stream_fields()}), b"}",
         ))  # fmt: skip
-
-    @property
-    def _body(self) -> _Body:
-        if self._growing is None:
-            self._growing = _Body()
-        return cast(_Body, self._growing)
 
     def _max_key(self) -> str:
         official = self.options.base_url.startswith("https://api.openai.com/")

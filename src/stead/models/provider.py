@@ -20,7 +20,7 @@ import os
 import random
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -64,6 +64,8 @@ SUMMARY_PROMPT = (
     "nothing it committed to. Do not invent anything."
 )
 
+
+G = TypeVar("G", bound=Growing)
 
 _ACTIONS_CHARS = len(json.dumps(ACTION_TOOLS))
 """The runtime's actions, offered as tools beside the agent's own (not in the context's size)."""
@@ -143,6 +145,12 @@ class ProviderModel:
         raise NotImplementedError
 
     _growing: Growing | None = None
+
+    def kept(self, kind: type[G]) -> G:
+        """The wire format's encoding kept between steps (made at first use)."""
+        if not isinstance(self._growing, kind):
+            self._growing = kind()
+        return self._growing
 
     def encode(self, context: RenderedContext, tools: list[ToolSpec]) -> bytes:
         """The body of the request for ``context``, asking for a stream, as JSON
