@@ -318,7 +318,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         render = once(lambda d: render_flat.measure(d, args.render_steps))
         say(
             f"render: {render['render_ms_first']:.3f} ms per step in the first tenth, "
-            f"{render['render_ms_last']:.3f} ms in the last ({render['compactions']} compactions)"
+            f"{render['render_ms_last']:.3f} ms in the last ({render['compactions']} compactions); "
+            f"a compacting step {render['compacting_step_ms'] or 0:.2f} ms against "
+            f"{render['step_ms']:.2f} for the others"
         )
 
     # -- stead only, once: a command in the sandbox against a plain subprocess

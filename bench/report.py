@@ -205,6 +205,17 @@ def summary_rows(res: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                 f"({render['compactions']} compactions; model over local HTTP)",
             )
         )
+        if render.get("compacting_step_ms") is not None:
+            rows.append(
+                (
+                    "A step that compacts the conversation, in the same run",
+                    f"{_n(render['compacting_step_ms'])} ms; CPU "
+                    f"{_n(render['compacting_step_cpu_ms'])} ms",
+                    f"against {_n(render['step_ms'])} ms (CPU {_n(render['step_cpu_ms'])} ms) "
+                    f"for the others, medians; {render['compacting_steps']} compacting steps; "
+                    "the fake model answers the summary at once",
+                )
+            )
     rows += sandbox_rows(res.get("sandbox"))
     rows += hibernation_rows(res.get("hibernation"))
     return rows
