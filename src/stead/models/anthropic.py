@@ -181,7 +181,7 @@ class _Body(Growing):
         self.reset()
 
     def reset(self) -> None:
-        self.before = b""  # the closed messages of the body a step copied
+        self.before: bytes | bytearray = b""  # the closed messages of the body a step copied
         self.done = bytearray()  # closed messages, each followed by a comma
         self.role = ""  # of the open message ("": none yet)
         self.open: list[dict[str, Any]] = []  # its blocks
@@ -191,7 +191,7 @@ class _Body(Growing):
     def copy(self) -> _Body:
         """A body to add this step's other turns to, leaving this one as it is."""
         other = _Body()
-        other.before = bytes(self.done)
+        other.before = self.done  # read, never written, by the copy: no need to copy it
         other.role, other.open, other.parts = self.role, list(self.open), list(self.parts)
         other.irregular = self.irregular
         return other
@@ -216,7 +216,7 @@ class _Body(Growing):
             self.done += b'{"role":"' + self.role.encode() + b'","content":[' + content + b"]},"
             self.open, self.parts = [], []
 
-    def close(self, status: Turn) -> bytes:
+    def close(self, status: Turn) -> bytes | bytearray:
         """The messages with ``status`` last, the breakpoint on the block before it."""
         parts = list(self.parts)
         if self.open:
@@ -226,4 +226,4 @@ class _Body(Growing):
             self._close(parts)
             self.role, parts = "user", []
         self._close([*parts, self.json(block)])
-        return self.before + bytes(self.done[:-1])
+        return self.before + memoryview(self.done)[:-1]
