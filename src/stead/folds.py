@@ -281,6 +281,30 @@ def _timer_fired(s: State, d: Mapping[str, Any], ev: Event) -> None:
         s.status, s.waiting_for, s.status_reason = "running", None, ""
 
 
+def _schedule_set(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    entry = {"digest": d["digest"], "by": d.get("by", ""), "paused": False, "last_due": None}
+    s.schedules = {**s.schedules, d["schedule_id"]: entry}
+
+
+def _schedule_changed(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    sid, change = d["schedule_id"], d["change"]
+    if sid not in s.schedules:
+        return
+    if change == "removed":
+        s.schedules = {k: v for k, v in s.schedules.items() if k != sid}
+    else:
+        s.schedules = {**s.schedules, sid: {**s.schedules[sid], "paused": change == "paused"}}
+
+
+def _schedule_fired(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    sid = d["schedule_id"]
+    entry = s.schedules.get(sid, {"digest": d.get("digest", ""), "by": d.get("by", "")})
+    s.schedules = {**s.schedules, sid: {**entry, "last_due": d["due"]}}
+    if s.status == "waiting" and s.waiting_for in ("input", "timer"):
+        s.status, s.waiting_for, s.status_reason = "running", None, ""
+        s.timer = None
+
+
 def _hibernated(s: State, d: Mapping[str, Any], ev: Event) -> None:
     # hibernating an agent that already sleeps keeps the status it fell asleep
     # in: "hibernated" is never the status it wakes to
@@ -379,6 +403,9 @@ KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.VIOLATION_CLEARED: _violation_cleared,
     Kind.TIMER_SET: _timer_set,
     Kind.TIMER_FIRED: _timer_fired,
+    Kind.SCHEDULE_SET: _schedule_set,
+    Kind.SCHEDULE_CHANGED: _schedule_changed,
+    Kind.SCHEDULE_FIRED: _schedule_fired,
     Kind.HIBERNATED: _hibernated,
     Kind.RESTORED: _restored,
     Kind.AGENT_FORKED: _born_from,

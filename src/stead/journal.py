@@ -83,6 +83,11 @@ class Kind(enum.StrEnum):
     AGENT_MOVED = "agent_moved"
     # tools from MCP servers: the list the agent is shown (see stead.tools.mcp)
     MCP_TOOLS_LISTED = "mcp_tools_listed"
+    # schedules: who asked for the agent to be woken when, and each time it was
+    # (see stead.schedules)
+    SCHEDULE_SET = "schedule_set"
+    SCHEDULE_CHANGED = "schedule_changed"
+    SCHEDULE_FIRED = "schedule_fired"
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,9 @@ class State:
     hibernated: dict[str, Any] | None = None
     # where a fork or an imported agent came from
     origin: dict[str, Any] | None = None
+    # the schedules a person set on the agent, by id: {"digest", "by", "paused",
+    # "last_due"} (stead.schedules): a schedule row the journal does not hold wakes nothing
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -96,10 +96,20 @@ def _summary(ev: Event) -> str:
         return f"{a.get('id')} {flow}{args}, {a.get('uses')} use(s)"
     if ev.kind == "finish_claimed":
         return str(d.get("summary", "")) + _answer_mark(d)
+    if ev.kind.startswith("schedule_"):
+        return _schedule_summary(ev.kind, d)
     if ev.kind in ("input_received", "input_requested"):
         said = "the agent says: " if d.get("said") else ""
         return said + str(d.get("text", d.get("prompt", ""))) + _answer_mark(d)
     return _governance_summary(ev.kind, d)
+
+
+def _schedule_summary(kind: str, d: Mapping[str, Any]) -> str:
+    if kind == "schedule_set":
+        return f"{d.get('schedule_id')} {d.get('when')} by {d.get('by')}"
+    if kind == "schedule_changed":
+        return f"{d.get('schedule_id')} {d.get('change')} by {d.get('by')}"
+    return f"{d.get('schedule_id')} due {iso(float(d.get('due', 0)))}, made by {d.get('by')}"
 
 
 def _clip(text: str, most: int = 200) -> str:

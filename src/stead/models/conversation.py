@@ -328,6 +328,7 @@ _TOLD: dict[str, Any] = {
     ),
     Kind.ANSWER_REFUSED: lambda d: f"Your answer could not be used: {d['reason']}. Call tools.",
     Kind.TIMER_FIRED: lambda d: "The time you waited for has come.",
+    Kind.SCHEDULE_FIRED: lambda d: f"A scheduled run has come ({d.get('when', 'schedule')}).",
 }
 
 

@@ -46,6 +46,7 @@ from .base import (
 from .deletion import not_found, refuse_if_held
 from .history import HistoryEntry, stead_version
 from .tokens import MemoryTokenRows
+from .schedule_rows import MemoryScheduleRows
 from .webhook_rows import MemoryWebhookRows
 
 
@@ -53,12 +54,13 @@ def _copy(value: Any) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemoryTokenRows, MemoryWebhookRows, Store):
+class MemoryStore(MemoryTokenRows, MemoryWebhookRows, MemoryScheduleRows, Store):
     """Keeps everything in dictionaries; lost when the process ends."""
 
     def __init__(self) -> None:
         MemoryTokenRows.__init__(self)
         MemoryWebhookRows.__init__(self)
+        MemoryScheduleRows.__init__(self)
         self._lock = threading.RLock()
         self._records: dict[str, AgentRecord] = {}
         self._states: dict[str, str] = {}

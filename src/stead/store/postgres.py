@@ -122,6 +122,7 @@ from .statements import (
     plan,
 )
 from .tokens import SqlTokenRows
+from .schedule_rows import SqlScheduleRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
 _PAGE = 2_000
@@ -130,7 +131,7 @@ _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeou
 _EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch, packed"
 
 
-class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows):
+class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows, SqlScheduleRows):
     """A store in one PostgreSQL schema, shared by every worker that names it."""
 
     MARK = "%s"

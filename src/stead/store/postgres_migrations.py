@@ -25,7 +25,8 @@ Migration 2 adds the ``blobs`` table of :mod:`stead.store.postgres_blobs`
 tokens; 4 the anchors' ``spec_hash`` and ``epoch`` (SQLite's 9); 5 when each
 blob was stored; 6 the webhooks and their outbox (SQLite's 10); 7 the store's
 history (SQLite's 11, :mod:`stead.store.history`); 8 events' data compressed at
-rest (SQLite's 12, :mod:`stead.store.codec`). The state row and the spec stay
+rest (SQLite's 12, :mod:`stead.store.codec`); 9 schedules and their firings
+(SQLite's 13, :mod:`stead.store.schedule_rows`). The state row and the spec stay
 text here: PostgreSQL compresses a row's long values itself (TOAST), and a
 state row is rewritten with every commit.
 
@@ -45,7 +46,7 @@ from ..canonical import dumps, loads
 from ..errors import IntegrityError, StoreUnusable
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import codec, history, tokens, webhook_rows
+from . import codec, history, schedule_rows, tokens, webhook_rows
 from .base import wake_at
 
 INDEXED_KINDS = (
@@ -238,6 +239,8 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE events ADD COLUMN packed BYTEA;
     ALTER TABLE events ALTER COLUMN data DROP NOT NULL;
     """,
+    # 9: schedules and their firings (SQLite's 13, stead.store.schedule_rows)
+    schedule_rows.POSTGRES_CREATE,
 ]
 
 

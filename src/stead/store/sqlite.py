@@ -71,6 +71,7 @@ from .statements import (
     plan,
 )
 from .tokens import SqlTokenRows
+from .schedule_rows import SqlScheduleRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
 INDEXED_KINDS = (
@@ -87,7 +88,8 @@ _INDEXED_SQL = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 _PAGE = 2_000
 
 
-class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebhookRows, Store):
+class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebhookRows,
+                  SqlScheduleRows, Store):  # fmt: skip
     """A store in one SQLite file."""
 
     schema_version = len(MIGRATIONS)

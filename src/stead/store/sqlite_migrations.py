@@ -21,7 +21,7 @@ from ..canonical import dumps, loads
 from ..errors import IntegrityError
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import codec, history, sqlite_anchors, tokens, webhook_rows
+from . import codec, history, schedule_rows, sqlite_anchors, tokens, webhook_rows
 from .base import wake_at
 
 
@@ -208,6 +208,8 @@ MIGRATIONS: list[Migration] = [
     # 12: rows compressed at rest (stead.store.codec): events' data, agents' state and
     # spec may now be BLOBs naming their codec in their first byte
     compressed_rows,
+    # 13: schedules (stead.schedules) and their firings, one row per due time fired
+    schedule_rows.SQLITE_CREATE,
 ]
 
 
