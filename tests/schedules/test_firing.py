@@ -235,3 +235,22 @@ def test_bad_definitions_are_refused_with_what_to_write(
         Schedules(rt).add(agent_id=agent, **fields)
     assert Schedules(rt).list() == []
     assert [e.kind for e in rt.store.read_events(agent)].count(Kind.SCHEDULE_SET) == 0
+
+
+def test_a_worker_pass_fires_what_is_due_and_runs_the_agents_it_woke(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    from stead.workers.threaded import Worker
+
+    rt = runtime
+    agent = waiting_agent(rt, tmp_path)
+    made = Schedules(rt).add(agent_id=agent, every="1h", message="go", jitter="10m")
+    worker = Worker(rt, concurrency=2)
+    assert worker.run_until_idle().ran == {}
+    assert made.fire_at is not None and made.next_due is not None
+    assert made.next_due <= made.fire_at < made.next_due + 600  # its jitter, seeded
+    clock(rt).advance(made.fire_at - clock(rt).now() + 1)
+    report = worker.run_until_idle()
+    assert report.ran == {agent: "waiting"}  # woken, ran a step, waits again
+    assert fired(rt, agent) == [made.next_due]
+    assert [d for _, d, _ in worker.fired.delivered] == [made.next_due]

@@ -46,6 +46,7 @@ from . import (
     integrity,
     mcp,
     models,
+    schedule,
     secret,
     selftest,
     serve,
@@ -66,6 +67,7 @@ _ID_ARGS = (
     "grant_id",
     "goal_id",
     "agent",
+    "schedule_id",
 )
 
 
@@ -103,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.register(sub, common)
     demo.register(sub, common)
     webhook.register(sub, common)
+    schedule.register(sub, common)
     spec.register(sub, common)
     return parser
 

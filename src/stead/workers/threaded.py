@@ -26,9 +26,11 @@ from ..errors import LeaseHeld, SteadError
 from ..runtime.activation import Outcome
 from ..runtime.leases import holder_is_dead_here, this_worker
 from ..runtime.runtime import Runtime
+from ..schedules.firing import FireReport, fire_due
 from ..snapshots.hibernation import hibernate_idle
 from ..store.base import Lease
 from ..store.groupcommit import GroupCommitter
+from ..store.schedule_rows import ScheduleRows
 
 
 @dataclass(slots=True)
@@ -70,6 +72,8 @@ class Worker:
         self.on_error: Callable[[str, str], None] | None = None
         """Called with an agent's id and what went wrong when its activation failed."""
         self.max_steps = max_steps  # per activation, so one agent cannot hog a slot
+        self.fired = FireReport()
+        """What the schedules this worker fired came to (:mod:`stead.schedules.firing`)."""
         self._stop = threading.Event()
         self._adopted = False  # a dead process's leases on this host looked for yet
 
@@ -91,6 +95,9 @@ class Worker:
         pass; a :meth:`stop` ends it within a second."""
         store, now = self.runtime.store, self.runtime.clock.now()
         due = store.next_wake(self.tenant)  # a timer already due was this pass's
+        fires = self._next_fire()
+        if fires is not None:
+            due = fires if due is None else min(due, fires)
         left = poll if due is None or due <= now else min(poll, due - now)
         # told in this process, the wait is cut to a tenth of a second
         slice_ = 1.0 if woken is None else 0.1
@@ -147,9 +154,27 @@ class Worker:
         self.hibernate_idle(report)
         return report
 
+    def fire_schedules(self) -> None:
+        """Fire the schedules that are due: the agents they wake are then claimed."""
+        found = fire_due(self.runtime, tenant=self.tenant)
+        self.fired.delivered += found.delivered
+        self.fired.skipped += found.skipped
+        self.fired.failed += found.failed
+        self.fired.missed += found.missed
+        for schedule_id, problem in found.errors.items():
+            self.fired.errors[schedule_id] = problem
+            if self.on_error is not None:
+                self.on_error(schedule_id, problem)
+
+    def _next_fire(self) -> float | None:
+        rows = getattr(self.runtime.store, "inner", self.runtime.store)
+        return rows.next_schedule_fire(self.tenant) if isinstance(rows, ScheduleRows) else None
+
     def claim(self, limit: int | None = None) -> list[Lease] | None:
         """Leases of up to ``limit`` (default: ``concurrency``) agents with work, taken
-        for this worker (where the store claims)."""
+        for this worker (where the store claims), once the schedules due are fired."""
+        if not self._stop.is_set():
+            self.fire_schedules()
         rt = self.runtime
         owner = f"{this_worker()}:{time.monotonic_ns()}"
         most = self.concurrency if limit is None else limit
