@@ -44,6 +44,7 @@ from ..integrity.clearing import cleared
 from ..integrity.inbox import explained, origin_text, plural, waited_text
 from ..journal import Kind
 from ..notify import hooks
+from ..schedules import Schedules
 from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
@@ -322,6 +323,24 @@ def routes(server: Server) -> list[Route]:
         listed = hooks.listing(hooks.rows_of(server.store), token.tenant)
         return _page("webhooks.html", token=token, session=session, webhooks=listed)
 
+    def schedules(request: Request, session: Session, token: TokenRecord) -> Response:
+        book = Schedules(server.runtime(token))
+        listed = [book.view(r).to_json() for r in book.list()]
+        return _page("schedules.html", token=token, session=session, schedules=listed,
+                     can_change=auth.allows(token.role, "operate"))  # fmt: skip
+
+    def schedule_change(request: Request, session: Session, token: TokenRecord) -> Response:
+        book = Schedules(server.runtime(token))
+        found = book.get(request.path_params["schedule_id"])
+        if request.path_params["change"] == "pause":
+            book.pause(found.schedule_id)
+        elif request.path_params["change"] == "resume":
+            book.resume(found.schedule_id)
+        else:
+            return _page("error.html", 404, message="There is no such change.", token=token,
+                         session=session)  # fmt: skip
+        return RedirectResponse("/schedules", status_code=303)
+
     def logout(request: Request, session: Session, token: TokenRecord) -> Response:
         sessions.close(request.cookies.get(COOKIE, ""))
         gone = RedirectResponse("/login", status_code=303)
@@ -357,5 +376,11 @@ def routes(server: Server) -> list[Route]:
             methods=["POST"],
         ),
         Route("/webhooks", page(webhooks), methods=["GET"]),
+        Route("/schedules", page(schedules), methods=["GET"]),
+        Route(
+            "/schedules/{schedule_id}/{change:str}",
+            page(schedule_change, post=True, needs=("operate", "pause or resume schedules")),
+            methods=["POST"],
+        ),
         Route("/logout", page(logout, post=True), methods=["POST"]),
     ]
