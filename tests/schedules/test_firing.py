@@ -254,3 +254,39 @@ def test_a_worker_pass_fires_what_is_due_and_runs_the_agents_it_woke(
     assert report.ran == {agent: "waiting"}  # woken, ran a step, waits again
     assert fired(rt, agent) == [made.next_due]
     assert [d for _, d, _ in worker.fired.delivered] == [made.next_due]
+
+
+def test_a_pass_that_died_after_recording_or_delivering_is_finished_once_by_the_next(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    """The two places a worker can die mid-firing: after recording the due time (nothing
+    delivered yet), and after the journal got it (the firing not yet settled)."""
+    from stead.schedules.delivery import deliver
+    from stead.schedules.firing import CLAIM_HOLD, _record_due, FireReport
+
+    rt = runtime
+    agent = waiting_agent(rt, tmp_path)
+    made = Schedules(rt).add(agent_id=agent, every="1h", message="go", overlap="queue")
+    rows = rows_of(rt.store)
+    clock(rt).advance(HOUR)
+    (claimed,) = rows.claim_schedules("dead-1", clock(rt).now(), CLAIM_HOLD, 10)
+    _record_due(rt, rows, "dead-1", claimed, clock(rt).now(), FireReport())  # then it died
+    assert fired(rt, agent) == [] and len(rows.pending_firings(made.schedule_id)) == 1
+    assert fire_due(rt).delivered == []  # its claim holds the schedule until it lapses
+    clock(rt).advance(CLAIM_HOLD)
+    assert [d for _, d, _ in fire_due(rt).delivered] == [made.next_due]
+    assert fired(rt, agent) == [made.next_due]
+
+    rt.run(agent)
+    clock(rt).advance(HOUR)
+    (claimed,) = rows.claim_schedules("dead-2", clock(rt).now(), CLAIM_HOLD, 10)
+    _record_due(rt, rows, "dead-2", claimed, clock(rt).now(), FireReport())
+    (pending,) = rows.pending_firings(made.schedule_id)
+    stored = rows.get_schedule(made.schedule_id)
+    assert stored is not None
+    assert deliver(rt, stored, pending) is not None  # in the journal; then it died
+    clock(rt).advance(CLAIM_HOLD)
+    again = fire_due(rt)
+    assert [d for _, d, _ in again.delivered] == [pending.due]
+    assert fired(rt, agent) == [made.next_due, pending.due]  # not twice
+    assert rows.firings(made.schedule_id)[0].detail == "found in the agent's journal"

@@ -35,6 +35,10 @@ LOOKED_AT = 10_000
 after a long outage is not walked through second by second)."""
 CLAIMED = 50
 """How many schedules one pass claims."""
+CLAIM_HOLD = 10.0
+"""How long a pass's claim keeps other workers off its schedules. Every write it
+then makes checks the claim, so a pass that outlives it changes nothing; a worker
+killed mid-pass holds its schedules up for this long."""
 
 
 @dataclass(slots=True)
@@ -57,7 +61,7 @@ def fire_due(
     now = rt.clock.now()
     claim = owner or f"{this_worker()}:sched:{time.monotonic_ns()}"
     report = FireReport()
-    claimed = rows.claim_schedules(claim, now, rt.lease_ttl, limit, tenant or rt.tenant)
+    claimed = rows.claim_schedules(claim, now, CLAIM_HOLD, limit, tenant or rt.tenant)
     try:
         for record in claimed:
             try:
