@@ -11,6 +11,7 @@ time once, in order, none lost.
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 import sys
@@ -57,7 +58,9 @@ def test_racing_workers_one_killed_fire_each_due_time_once(kind: str, tmp_path: 
         script = [{"wait_for_input": "next?"}] * (MINUTES + 5)
         spec = load_spec(write_spec(tmp_path / "spec", script, tools=[]))
         # made half an hour ago, and no worker has run since
-        rt = Runtime(open_store(url), cli.data_dir, clock=FakeClock(time.time() - MINUTES * 60 - 30))
+        rt = Runtime(
+            open_store(url), cli.data_dir, clock=FakeClock(time.time() - MINUTES * 60 - 30)
+        )
         book = Schedules(rt)
         agents, expected = [], {}
         start = rt.clock.now()
@@ -98,7 +101,8 @@ def test_racing_workers_one_killed_fire_each_due_time_once(kind: str, tmp_path: 
             while sum(len(fired(store, a)) for a in agents) < total:
                 assert second.poll() is None, second.communicate()
                 assert time.monotonic() < deadline, (
-                    f"{sum(len(fired(store, a)) for a in agents)} of {total} delivered")
+                    f"{sum(len(fired(store, a)) for a in agents)} of {total} delivered"
+                )
                 time.sleep(0.1)
             time.sleep(1.0)  # anything delivered twice would show by now
             second.send_signal(signal.SIGTERM)
@@ -115,7 +119,7 @@ def test_racing_workers_one_killed_fire_each_due_time_once(kind: str, tmp_path: 
                 # each due time once, in order; one that fell due during the run may follow
                 assert got[: len(expected[agent])] == expected[agent], (agent, len(got))
                 assert len(got) <= len(expected[agent]) + 2
-                assert all(b - a == pytest.approx(60) for a, b in zip(got, got[1:], strict=False))
+                assert all(b - a == pytest.approx(60) for a, b in itertools.pairwise(got))
                 told = [e for e in store.read_events(agent)
                         if e.kind == Kind.INPUT_RECEIVED and e.data.get("schedule_id")]  # fmt: skip
                 assert len(told) == len(got)

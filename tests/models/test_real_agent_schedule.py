@@ -37,13 +37,16 @@ def test_a_schedule_wakes_a_provider_agent_and_its_scope_still_decides(
     server.queue(text_answer(provider, "Ready when the schedule says."))
     assert rt.run(agent).state.status == "waiting"
     rt.hibernate(agent)
-    made = Schedules(rt).add(agent_id=agent, cron="0 7 * * *", tz="Europe/Berlin",
-                             message="It is seven: write today's report to report.txt.")  # fmt: skip
+    told = "It is seven: write today's report to report.txt."
+    made = Schedules(rt).add(agent_id=agent, cron="0 7 * * *", tz="Europe/Berlin", message=told)
     assert made.next_due is not None
     clock.advance(made.next_due - clock.now() + 1)
     server.queue(
-        tool_answer(provider, ("write_file", {"path": "report.txt", "content": "all well"}),
-                    ("read_file", {"path": "secret.txt"})),
+        tool_answer(
+            provider,
+            ("write_file", {"path": "report.txt", "content": "all well"}),
+            ("read_file", {"path": "secret.txt"}),
+        ),
         text_answer(provider, "Report written."),
     )
     report = Worker(rt, concurrency=1).run_until_idle()

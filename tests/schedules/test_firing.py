@@ -18,7 +18,7 @@ from stead.errors import NotFound, UsageError
 from stead.schedules import Schedules, fire_due
 from stead.schedules.book import rows_of
 
-from ..runtime.conftest import make_agent, runtime  # noqa: F401 - a fixture
+from ..runtime.conftest import make_agent
 
 HOUR = 3600.0
 WAIT = {"wait_for_input": "what next?"}
@@ -45,7 +45,9 @@ def waiting_agent(rt: Runtime, tmp_path: Path, steps: int = 20) -> str:
     return agent
 
 
-def test_an_agent_is_woken_once_per_due_time_with_its_message(runtime: Runtime, tmp_path: Path) -> None:
+def test_an_agent_is_woken_once_per_due_time_with_its_message(
+    runtime: Runtime, tmp_path: Path
+) -> None:
     rt = runtime
     agent = waiting_agent(rt, tmp_path)
     book = Schedules(rt)
@@ -128,7 +130,9 @@ def test_overlap_skip_passes_over_a_time_while_the_agent_still_works(
     assert [f.state for f in Schedules(rt).firings(made.schedule_id)] == ["skipped", "delivered"]
 
 
-def test_a_paused_schedule_fires_nothing_and_resumes_from_now(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_paused_schedule_fires_nothing_and_resumes_from_now(
+    runtime: Runtime, tmp_path: Path
+) -> None:
     rt = runtime
     agent = waiting_agent(rt, tmp_path)
     book = Schedules(rt)
@@ -139,7 +143,9 @@ def test_a_paused_schedule_fires_nothing_and_resumes_from_now(runtime: Runtime, 
     assert book.view(book.get(made.schedule_id)).upcoming == []
     resumed = book.resume(made.schedule_id)
     assert resumed.next_due is not None and resumed.next_due > clock(rt).now()
-    changes = [e.data["change"] for e in rt.store.read_events(agent) if e.kind == Kind.SCHEDULE_CHANGED]
+    changes = [
+        e.data["change"] for e in rt.store.read_events(agent) if e.kind == Kind.SCHEDULE_CHANGED
+    ]
     assert changes == ["paused", "resumed"]
     book.remove(made.schedule_id)
     with pytest.raises(NotFound):
@@ -147,7 +153,9 @@ def test_a_paused_schedule_fires_nothing_and_resumes_from_now(runtime: Runtime, 
     assert rt.store.load_state(agent).schedules == {}
 
 
-def test_a_schedule_row_the_journal_does_not_hold_wakes_nothing(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_schedule_row_the_journal_does_not_hold_wakes_nothing(
+    runtime: Runtime, tmp_path: Path
+) -> None:
     """Someone who can write the database adds or edits a schedule row: it fires nothing."""
     rt = runtime
     agent = waiting_agent(rt, tmp_path)
@@ -262,7 +270,7 @@ def test_a_pass_that_died_after_recording_or_delivering_is_finished_once_by_the_
     """The two places a worker can die mid-firing: after recording the due time (nothing
     delivered yet), and after the journal got it (the firing not yet settled)."""
     from stead.schedules.delivery import deliver
-    from stead.schedules.firing import CLAIM_HOLD, _record_due, FireReport
+    from stead.schedules.firing import CLAIM_HOLD, FireReport, _record_due
 
     rt = runtime
     agent = waiting_agent(rt, tmp_path)

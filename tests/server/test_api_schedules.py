@@ -64,8 +64,14 @@ def test_a_schedule_of_fresh_agents_takes_a_spec_as_creation_does(served: Served
     sid = made.json()["schedule_id"]
     assert made.json()["spec"] == "waiter" and made.json()["upcoming"] == [at]
     # a spec from the network is held to the allowlist: no Python tools
-    bad = served.call("POST", "/v1/schedules", json={
-        "spec": {"name": "x", "model": "scripted:s.yaml", "tools": ["evil:tool"]}, "every": "1h"})
+    bad = served.call(
+        "POST",
+        "/v1/schedules",
+        json={
+            "spec": {"name": "x", "model": "scripted:s.yaml", "tools": ["evil:tool"]},
+            "every": "1h",
+        },
+    )
     assert bad.status_code == 400
     time.sleep(max(0.0, at - time.time()) + 0.05)
     report = fire_due(served.runtime("acme"))

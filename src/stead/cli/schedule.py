@@ -28,14 +28,24 @@ def register(
     p.add_argument("--tz", help="the cron line's or time's zone (IANA name; default UTC)")
     p.add_argument("--start", metavar="TIME", help="when --every counts from (default: now)")
     p.add_argument("--message", "-m", help="what the agent is told at each run")
-    p.add_argument("--catch-up", choices=("skip", "one", "all"),
-                   help="times missed while no worker ran: skip them, run one, or all (default one)")
+    p.add_argument(
+        "--catch-up",
+        choices=("skip", "one", "all"),
+        help="times missed while no worker ran: skip them, run one, or all (default one)",
+    )
     p.add_argument("--max-catch-up", type=int, metavar="N", help="with --catch-up all, at most N")
-    p.add_argument("--overlap", choices=("skip", "queue", "cancel_previous"),
-                   help="a time due while the last run goes on: skip it (default), queue it, "
-                   "or cancel the last run (--spec only)")
-    p.add_argument("--jitter", metavar="DURATION", help="spread each run over this long after its time")
-    p.add_argument("--grace", metavar="DURATION", help="how late a run still counts as on time (60s)")
+    p.add_argument(
+        "--overlap",
+        choices=("skip", "queue", "cancel_previous"),
+        help="a time due while the last run goes on: skip it (default), queue it, "
+        "or cancel the last run (--spec only)",
+    )
+    p.add_argument(
+        "--jitter", metavar="DURATION", help="spread each run over this long after its time"
+    )
+    p.add_argument(
+        "--grace", metavar="DURATION", help="how late a run still counts as on time (60s)"
+    )
     p.add_argument("--name", help="a name to list it by")
     p.set_defaults(func=cmd_add)
 
@@ -72,9 +82,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         emit_json(view.to_json())
         return EXIT_COMPLETED
     shown = view.to_json()
-    out.print(f"added schedule {record.schedule_id}: {shown['when']}, "
-              f"{'agent ' + str(record.agent_id) if record.agent_id else 'a fresh ' + str(shown['spec'])}",
-              markup=False)  # fmt: skip
+    target = f"agent {record.agent_id}" if record.agent_id else f"a fresh {shown['spec']}"
+    out.print(f"added schedule {record.schedule_id}: {shown['when']}, {target}", markup=False)
     _upcoming(shown)
     return EXIT_COMPLETED
 
@@ -109,7 +118,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     with runtime_for(args, reads_only=True) as rt:
         book = Schedules(rt)
         shown = book.view(book.get(args.schedule_id), count=5).to_json()
-        firings = [
+        firings: list[dict[str, Any]] = [
             {"due": f.due, "state": f.state, "count": f.count, "agent_id": f.agent_id,
              "detail": f.detail, "done_at": f.done_at}
             for f in book.firings(args.schedule_id)
@@ -137,13 +146,19 @@ def cmd_change(args: argparse.Namespace) -> int:
             book.remove(args.schedule_id)
             shown: dict[str, Any] = {"schedule_id": args.schedule_id, "removed": True}
         else:
-            changed = book.pause(args.schedule_id) if args.change == "pause" else book.resume(args.schedule_id)
+            changed = (
+                book.pause(args.schedule_id)
+                if args.change == "pause"
+                else book.resume(args.schedule_id)
+            )
             shown = book.view(changed).to_json()
     if wants_json(args):
         emit_json(shown)
     elif args.change == "rm":
         out.print(f"removed schedule {args.schedule_id}")
     else:
-        out.print(f"{'paused' if args.change == 'pause' else 'resumed'} schedule {args.schedule_id}")
+        out.print(
+            f"{'paused' if args.change == 'pause' else 'resumed'} schedule {args.schedule_id}"
+        )
         _upcoming(shown)
     return EXIT_COMPLETED

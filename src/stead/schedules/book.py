@@ -16,6 +16,7 @@ each run, checked as ``stead create`` checks it, in the spec's tenant.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,7 +108,7 @@ class Schedules:
             upcoming = [record.next_due, *definition.upcoming(record.next_due, count - 1)]
         return ScheduleView(record, definition, upcoming[:count])
 
-    def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRow]:
+    def firings(self, schedule_id: str, limit: int = 20) -> builtins.list[FiringRow]:
         return self.rows.firings(self.get(schedule_id).schedule_id, limit)
 
     # -- making and changing ------------------------------------------------------
@@ -131,7 +132,9 @@ class Schedules:
         if spec is not None:
             tenant = spec.tenant
             if self.rt.tenant not in (None, tenant):
-                raise UsageError(f"the spec is for tenant {tenant!r}; this runtime acts for {self.rt.tenant!r}")
+                raise UsageError(
+                    f"the spec is for tenant {tenant!r}; this runtime acts for {self.rt.tenant!r}"
+                )
             self.rt.check_loads(spec)  # refused now, not at every firing
             body["spec"] = spec.to_record()
         else:
@@ -140,8 +143,8 @@ class Schedules:
         due = definition.after(now)
         fire_at = None if due is None else definition.fire_time(schedule_id, due)
         record = ScheduleRecord(schedule_id, tenant, agent_id, body, due, fire_at)
-        record = ScheduleRecord(schedule_id, tenant, agent_id, {**body, "digest": digest_of(record)},
-                                due, fire_at)  # fmt: skip
+        body["digest"] = digest_of(record)
+        record = ScheduleRecord(schedule_id, tenant, agent_id, body, due, fire_at)
         if agent_id is not None:
             # the journal first: a row it does not hold would wake nothing
             self._journal(agent_id, Kind.SCHEDULE_SET, schedule_id=schedule_id,
@@ -154,7 +157,8 @@ class Schedules:
         return self._set(schedule_id, paused=True)
 
     def resume(self, schedule_id: str) -> ScheduleRecord:
-        """Fire again from the next due time after now: what fell due while paused is not caught up."""
+        """Fire again from the next due time after now (what fell due while paused is not
+        caught up)."""
         return self._set(schedule_id, paused=False)
 
     def remove(self, schedule_id: str) -> None:

@@ -47,7 +47,10 @@ _FIELDS = (  # name, lowest, highest, names for the numbers from lowest on
 )
 HORIZON_DAYS = 366 * 5
 """How far ahead a match is looked for: beyond it an expression never matches (30 February)."""
-_HELP = "a cron line has five fields: minute hour day-of-month month day-of-week (e.g. '0 9 * * mon-fri')"
+_HELP = (
+    "a cron line has five fields: minute hour day-of-month month day-of-week "
+    "(e.g. '0 9 * * mon-fri')"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +93,9 @@ class Cron:
             day += dt.timedelta(days=1)
         raise UsageError(f"the cron expression {self.text!r} names no time in the next five years")
 
-    def _in_day(self, day: dt.date, start: dt.datetime, instant: float, zone: ZoneInfo) -> float | None:
+    def _in_day(
+        self, day: dt.date, start: dt.datetime, instant: float, zone: ZoneInfo
+    ) -> float | None:
         for hour in self.hours:
             for minute in self.minutes:
                 wall = dt.datetime(day.year, day.month, day.day, hour, minute)

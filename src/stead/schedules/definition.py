@@ -96,7 +96,7 @@ class Definition:
         """When a due time fires: the due time plus its share of the jitter."""
         if self.jitter <= 0:
             return due
-        seed = hashlib.sha256(f"{schedule_id}\x00{due!r}".encode()).digest()
+        seed = hashlib.sha256(f"{schedule_id}\x00{float(due)!r}".encode()).digest()
         return due + int.from_bytes(seed[:8], "big") / 2**64 * self.jitter
 
     def when(self) -> str:
@@ -114,7 +114,9 @@ def parse_definition(raw: Mapping[str, Any], *, now: float, for_spec: bool) -> D
     per run (which may go without a message, and may cancel the previous run)."""
     unknown = sorted(set(raw) - set(FIELDS))
     if unknown:
-        raise UsageError(f"a schedule has no field {unknown[0]!r}; its fields are {', '.join(FIELDS)}")
+        raise UsageError(
+            f"a schedule has no field {unknown[0]!r}; its fields are {', '.join(FIELDS)}"
+        )
     timings = [k for k in ("cron", "every", "at") if raw.get(k) is not None]
     if len(timings) != 1:
         raise UsageError(
@@ -125,7 +127,9 @@ def parse_definition(raw: Mapping[str, Any], *, now: float, for_spec: bool) -> D
     try:
         zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"tz {tz!r} is not a time zone; use an IANA name like Europe/Paris or UTC") from None
+        raise UsageError(
+            f"tz {tz!r} is not a time zone; use an IANA name like Europe/Paris or UTC"
+        ) from None
     cron = raw.get("cron")
     if cron is not None:
         cron = parse_cron(_text(cron, "cron", 200)).text
@@ -196,7 +200,9 @@ def _seconds(value: Any, name: str, *, allow_zero: bool = False) -> float:
     else:
         m = _DURATION.match(str(value).strip())
         if m is None:
-            raise UsageError(f"{name} {value!r} is not a duration; write it like 90s, 15m, 2h or 1d")
+            raise UsageError(
+                f"{name} {value!r} is not a duration; write it like 90s, 15m, 2h or 1d"
+            )
         seconds = float(m.group(1)) * _UNIT[m.group(2)]
     if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
         raise UsageError(f"{name} must be a duration above 0, like 90s, 15m, 2h or 1d")
@@ -217,7 +223,9 @@ def _time(value: Any, name: str, zone: ZoneInfo) -> float:
             pass
         else:
             return (when if when.tzinfo is not None else when.replace(tzinfo=zone)).timestamp()
-    raise UsageError(f"{name} must be a time like 2027-01-31T09:00 (in tz) or 2027-01-31T09:00+01:00")
+    raise UsageError(
+        f"{name} must be a time like 2027-01-31T09:00 (in tz) or 2027-01-31T09:00+01:00"
+    )
 
 
 def _iso(instant: float) -> str:

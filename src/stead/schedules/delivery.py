@@ -80,7 +80,9 @@ def _problem(record: ScheduleRecord, state: State, due: float) -> Outcome | None
     return None
 
 
-def _to_agent(rt: Runtime, record: ScheduleRecord, firing: FiringRow, agent_id: str) -> Outcome | None:
+def _to_agent(
+    rt: Runtime, record: ScheduleRecord, firing: FiringRow, agent_id: str
+) -> Outcome | None:
     try:
         state = rt.store.load_state(agent_id)
     except NotFound:
@@ -109,7 +111,9 @@ def _to_agent(rt: Runtime, record: ScheduleRecord, firing: FiringRow, agent_id: 
 
 def _overlap(record: ScheduleRecord, agent_id: str | None, status: str) -> Outcome | None:
     if definition_of(record).overlap == "skip":
-        return Outcome("skipped", f"the previous run had not ended (the agent was {status})", agent_id)
+        return Outcome(
+            "skipped", f"the previous run had not ended (the agent was {status})", agent_id
+        )
     return None  # queue: delivered once the previous run ends
 
 
@@ -129,7 +133,9 @@ def _to_fresh_agent(rt: Runtime, record: ScheduleRecord, firing: FiringRow) -> O
             return held
         spec = spec_from_record(record.body.get("spec") or {})
         if spec.tenant != record.tenant:
-            return Outcome("failed", "the spec is not of the schedule's tenant", agent_id, ends=True)
+            return Outcome(
+                "failed", "the spec is not of the schedule's tenant", agent_id, ends=True
+            )
         try:
             rt.check_loads(spec)
             rt.create(spec, agent_id)
@@ -178,7 +184,11 @@ def fired_events(record: ScheduleRecord, firing: FiringRow) -> list[NewEvent]:
         "by": by, "when": definition.when(),
     })]  # fmt: skip
     if definition.message.strip():
-        data: dict[str, Any] = {"text": definition.message, "by": by, "schedule_id": record.schedule_id}
+        data: dict[str, Any] = {
+            "text": definition.message,
+            "by": by,
+            "schedule_id": record.schedule_id,
+        }
         events.append(NewEvent(Kind.INPUT_RECEIVED, data))
     return events
 

@@ -16,7 +16,8 @@ from .schemas import ID, NUMBER, OBJECT, TEXT, answer, listing, strict
 _TIME = {"type": ["number", "string"], "maxLength": 40}
 _DURATION = {"type": ["number", "string"], "maxLength": 20}
 SCHEDULE = answer({
-    "schedule_id": ID, "agent_id": {"type": ["string", "null"]}, "spec": {"type": ["string", "null"]},
+    "schedule_id": ID, "agent_id": {"type": ["string", "null"]},
+    "spec": {"type": ["string", "null"]},
     "when": TEXT, "definition": OBJECT, "made_by": TEXT, "paused": {"type": "boolean"},
     "next_due": {"type": ["number", "null"]}, "upcoming": {"type": "array", "items": NUMBER},
     "runs": {"type": "integer"}, "last_run": {"type": ["string", "null"]},

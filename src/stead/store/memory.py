@@ -45,8 +45,8 @@ from .base import (
 )
 from .deletion import not_found, refuse_if_held
 from .history import HistoryEntry, stead_version
-from .tokens import MemoryTokenRows
 from .schedule_rows import MemoryScheduleRows
+from .tokens import MemoryTokenRows
 from .webhook_rows import MemoryWebhookRows
 
 

@@ -113,6 +113,7 @@ from .postgres_migrations import (
     recorded_version,
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
+from .schedule_rows import SqlScheduleRows
 from .statements import (
     POSTGRES,
     POSTGRES_GROUP_WRITE,
@@ -122,7 +123,6 @@ from .statements import (
     plan,
 )
 from .tokens import SqlTokenRows
-from .schedule_rows import SqlScheduleRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
 _PAGE = 2_000

@@ -115,12 +115,21 @@ class FiringRow:
     done_at: float | None = None
 
 
+def _marks(count: int) -> str:
+    return ", ".join("?" * count)
+
+
 def _schedule(row: Sequence[Any]) -> ScheduleRecord:
     sid, tenant, agent, body, due, fire, paused, pending, runs, last = row
+    # SQLite's RETURNING gives a whole REAL back as an int: read every time as a float
     return ScheduleRecord(
-        str(sid), str(tenant), agent, loads(body), due, fire, bool(paused), int(pending),
-        int(runs), last,
+        str(sid), str(tenant), agent, loads(body), _float(due), _float(fire), bool(paused),
+        int(pending), int(runs), last,
     )  # fmt: skip
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _firing(row: Sequence[Any]) -> FiringRow:
@@ -362,7 +371,7 @@ class SqlScheduleRows(ScheduleRows):
             ).fetchone():
                 raise ValueError(f"there is a schedule {record.schedule_id} already")
             db.execute(
-                self._q(f"INSERT INTO schedules ({_SCHEDULE}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                self._q(f"INSERT INTO schedules ({_SCHEDULE}) VALUES ({_marks(10)})"),
                 (record.schedule_id, record.tenant, record.agent_id, dumps(record.body),
                  record.next_due, record.fire_at, int(record.paused), record.pending,
                  record.runs, record.last_run),
@@ -405,8 +414,12 @@ class SqlScheduleRows(ScheduleRows):
 
     def delete_schedule(self, schedule_id: str) -> bool:
         with self._tx() as db:
-            db.execute(self._q("DELETE FROM schedule_firings WHERE schedule_id = ?"), (schedule_id,))
-            gone = db.execute(self._q("DELETE FROM schedules WHERE schedule_id = ?"), (schedule_id,))
+            db.execute(
+                self._q("DELETE FROM schedule_firings WHERE schedule_id = ?"), (schedule_id,)
+            )
+            gone = db.execute(
+                self._q("DELETE FROM schedules WHERE schedule_id = ?"), (schedule_id,)
+            )
             return bool(gone.rowcount == 1)
 
     def claim_schedules(
@@ -422,7 +435,12 @@ class SqlScheduleRows(ScheduleRows):
             params += (tenant,)
         with self._token_read() as db:
             # every pass asks: with nothing due, no write transaction is begun
-            if db.execute(self._q(f"SELECT 1 FROM schedules WHERE {due} LIMIT 1"), params).fetchone() is None:
+            if (
+                db.execute(
+                    self._q(f"SELECT 1 FROM schedules WHERE {due} LIMIT 1"), params
+                ).fetchone()
+                is None
+            ):
                 return []
         with self._tx() as db:
             rows = db.execute(
@@ -435,7 +453,9 @@ class SqlScheduleRows(ScheduleRows):
                 (claim, now + hold, *params, limit),
             ).fetchall()
         found = [_schedule(r) for r in rows]
-        return sorted(found, key=lambda s: (s.fire_at if s.fire_at is not None else 0.0, s.schedule_id))
+        return sorted(
+            found, key=lambda s: (s.fire_at if s.fire_at is not None else 0.0, s.schedule_id)
+        )
 
     def record_firings(
         self,
@@ -461,7 +481,7 @@ class SqlScheduleRows(ScheduleRows):
                 return False
             # a due time already recorded fails the whole transaction: fired once only
             db.cursor().executemany(
-                self._q(f"INSERT INTO schedule_firings ({_FIRING}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                self._q(f"INSERT INTO schedule_firings ({_FIRING}) VALUES ({_marks(9)})"),
                 [(f.schedule_id, f.due, f.tenant, f.state, f.count, f.agent_id, f.detail,
                   f.made_at, f.done_at) for f in firings],
             )  # fmt: skip

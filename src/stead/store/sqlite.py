@@ -59,6 +59,7 @@ from .base import (
 )
 from .deletion import SqlDeletion
 from .history import HistoryEntry
+from .schedule_rows import SqlScheduleRows
 from .sqlite_migrations import MIGRATIONS
 from .statements import (
     SNAPSHOT_KINDS,
@@ -71,7 +72,6 @@ from .statements import (
     plan,
 )
 from .tokens import SqlTokenRows
-from .schedule_rows import SqlScheduleRows
 from .webhook_rows import SqlWebhookRows, sql_enqueue
 
 INDEXED_KINDS = (

@@ -1,0 +1,3 @@
+"""The runtime fixture of tests/runtime, on every backend, for the schedule tests."""
+
+from tests.runtime.conftest import runtime as runtime
