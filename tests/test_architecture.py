@@ -17,7 +17,9 @@ FORBIDDEN = {
     "models": {"store", "runtime", "tools", "cli", "sandbox"},
     # a sandboxed run's side of the code cannot reach the journal
     "sandbox": {"store", "runtime", "cli", "models"},
-    "runtime": {"cli", "demo", "workers", "server"},
+    "runtime": {"cli", "demo", "workers", "server", "schedules"},
+    # schedules build on the runtime and the store's rows; workers and the server fire them
+    "schedules": {"cli", "demo", "workers", "server"},
     "server": {"cli", "demo"},
     "workers": {"cli", "demo"},
     # mechanisms work through stead.ports, never through the runtime itself

@@ -48,6 +48,7 @@ EXPECTED = {
     "ResolveError",
     "Runtime",
     "SandboxUnavailable",
+    "Schedules",
     "SchemaTooNew",
     "ScriptError",
     "ScriptedModel",

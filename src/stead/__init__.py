@@ -39,6 +39,7 @@ from .journal import Event, Kind, verify_chain
 from .models import Decision, Model, RenderedContext, ScriptedModel
 from .runtime.activation import Outcome
 from .runtime.runtime import Runtime
+from .schedules import Schedules
 from .spec import AgentSpec, load_spec, parse_spec
 from .state import State
 from .store import Store, open_store
@@ -74,6 +75,7 @@ __all__ = [
     "ResolveError",
     "Runtime",
     "SandboxUnavailable",
+    "Schedules",
     "SchemaTooNew",
     "ScriptError",
     "ScriptedModel",
