@@ -166,6 +166,13 @@ def _work(args: argparse.Namespace, rt: Runtime) -> int:
                 "steps": total.steps,
                 "commits": total.commits,
                 "batches": total.batches,
+                "schedules": {
+                    "delivered": len(worker.fired.delivered),
+                    "skipped": len(worker.fired.skipped),
+                    "failed": len(worker.fired.failed),
+                    "missed": worker.fired.missed,
+                    "errors": worker.fired.errors,
+                },
             }
         )
     else:
@@ -183,6 +190,12 @@ def _work(args: argparse.Namespace, rt: Runtime) -> int:
             f"{len(total.ran)} agents, {total.steps} steps, {total.batches} batches in "
             f"{total.commits} commits"
         )
+        fired = worker.fired
+        if fired.delivered or fired.skipped or fired.failed or fired.missed:
+            out.print(f"schedules: {len(fired.delivered)} fired, {len(fired.skipped)} skipped, "
+                      f"{len(fired.failed)} failed, {fired.missed} missed")  # fmt: skip
+        for schedule_id, problem in fired.errors.items():
+            err.print(f"schedule {schedule_id}: {problem}", markup=False)
     return EXIT_FAILED if total.errors else EXIT_COMPLETED
 
 
