@@ -51,7 +51,9 @@ def said(rt: Runtime, agent: str) -> list[Any]:
                                                                  Kind.INPUT_RECEIVED)]  # fmt: skip
 
 
-def test_a_schedule_row_the_journal_does_not_hold_wakes_nothing(rt: Runtime, tmp_path: Path) -> None:
+def test_a_schedule_row_the_journal_does_not_hold_wakes_nothing(
+    rt: Runtime, tmp_path: Path
+) -> None:
     agent = waiting(rt, tmp_path)
     made = Schedules(rt).add(agent_id=agent, every="1h", message="check the inbox")
     rows = rows_of(rt.store)
@@ -149,3 +151,25 @@ def test_a_year_of_every_second_missed_fires_only_what_catch_up_allows(
     stored = rows.get_schedule(made.schedule_id)
     assert stored is not None and stored.next_due is not None
     assert stored.next_due > rt.clock.now()  # skipped over the rest, not walked through
+
+
+def test_a_due_time_set_by_hand_fires_nothing_extra(rt: Runtime, tmp_path: Path) -> None:
+    """The row's next due time is set back to a time already fired, or to a moment the
+    schedule does not name: neither runs the agent again."""
+    agent = waiting(rt, tmp_path)
+    made = Schedules(rt).add(agent_id=agent, every="1h", message="tick", overlap="queue")
+    assert made.next_due is not None
+    rows = rows_of(rt.store)
+    rt.clock.advance(HOUR)  # type: ignore[attr-defined]
+    assert len(fire_due(rt).delivered) == 1
+    rt.run(agent)
+    for due in (made.next_due, made.next_due + 60):  # fired already; named by no rule
+        stored = rows.get_schedule(made.schedule_id)
+        assert stored is not None
+        rows.delete_schedule(made.schedule_id)
+        rows.put_schedule(replace(stored, next_due=due, fire_at=due, paused=False))
+        fire_due(rt)
+        rt.clock.advance(11)  # type: ignore[attr-defined]
+        fire_due(rt)
+    assert [e.data["due"] for e in said(rt, agent) if e.kind == Kind.SCHEDULE_FIRED] == [
+        made.next_due]  # fmt: skip

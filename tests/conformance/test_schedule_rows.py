@@ -144,3 +144,18 @@ def test_racing_claims_record_each_due_time_once(store: Store) -> None:
     for i in range(5):
         dues = sorted(f.due for f in r.firings(f"sch_{i}", 100))
         assert dues == sorted(d for s, d in recorded if s == f"sch_{i}")
+
+
+def test_a_due_time_recorded_before_is_not_recorded_again_even_if_the_row_goes_back(
+    store: Store,
+) -> None:
+    r = rows(store)
+    r.put_schedule(schedule())
+    r.claim_schedules("w1", T0 + 61, 30, 10)
+    assert r.record_firings("w1", "sch_1", T0 + 60, T0 + 120, T0 + 120, [firing(T0 + 60)])
+    assert r.settle_firing("w1", firing(T0 + 60), "delivered", "", T0 + 62)
+    assert r.set_schedule_time("sch_1", False, T0 + 60, T0 + 60)  # set back by hand
+    assert not r.record_firings("w1", "sch_1", T0 + 60, T0 + 120, T0 + 120, [firing(T0 + 60)])
+    stored = r.get_schedule("sch_1")
+    assert stored is not None and stored.next_due == T0 + 60 and stored.pending == 0
+    assert [(f.due, f.state) for f in r.firings("sch_1")] == [(T0 + 60, "delivered")]

@@ -191,6 +191,8 @@ def test_an_agent_that_finished_ends_its_schedule(runtime: Runtime, tmp_path: Pa
     assert report.failed and "completed" in report.failed[0][2]
     stored = Schedules(rt).get(made.schedule_id)
     assert stored.paused and stored.next_due is None
+    Schedules(rt).remove(made.schedule_id)  # a finished agent's schedule can still go
+    assert Schedules(rt).list() == []
 
 
 @pytest.mark.parametrize(

@@ -66,6 +66,9 @@ def deliver(rt: Runtime, record: ScheduleRecord, firing: FiringRow) -> Outcome |
 def _problem(record: ScheduleRecord, state: State, due: float) -> Outcome | None:
     """Why this firing may not reach the agent, or that it already has; None if it may."""
     entry = state.schedules.get(record.schedule_id)
+    if not names(record, due):
+        return Outcome("failed", "not a time this schedule names (its row was set by hand)",
+                       state.agent_id)  # fmt: skip
     if entry is None or entry.get("digest") != digest_of(record):
         return Outcome("failed", "the agent's journal does not hold this schedule as stored: it "
                        "was made or changed outside stead; remove it and make it again",
@@ -78,6 +81,13 @@ def _problem(record: ScheduleRecord, state: State, due: float) -> Outcome | None
     if state.is_final:
         return Outcome("failed", f"the agent is {state.status}", state.agent_id, ends=True)
     return None
+
+
+def names(record: ScheduleRecord, due: float) -> bool:
+    """Whether ``due`` is one of the schedule's due times (a row's next due time set by
+    hand to another moment would fire an extra run)."""
+    following = definition_of(record).after(due - 0.5)
+    return following is not None and abs(following - due) < 1e-3
 
 
 def _to_agent(

@@ -466,6 +466,20 @@ class SqlScheduleRows(ScheduleRows):
         fire_at: float | None,
         firings: Sequence[FiringRow],
     ) -> bool:
+        try:
+            return self._record(claim, schedule_id, from_due, next_due, fire_at, firings)
+        except _Undo:
+            return False
+
+    def _record(
+        self,
+        claim: str,
+        schedule_id: str,
+        from_due: float | None,
+        next_due: float | None,
+        fire_at: float | None,
+        firings: Sequence[FiringRow],
+    ) -> bool:
         waiting = sum(1 for f in firings if f.state == "pending")
         same_due = "next_due IS NULL" if from_due is None else "next_due = ?"
         with self._tx() as db:
@@ -479,12 +493,16 @@ class SqlScheduleRows(ScheduleRows):
             )  # fmt: skip
             if moved.rowcount != 1:
                 return False
-            # a due time already recorded fails the whole transaction: fired once only
-            db.cursor().executemany(
-                self._q(f"INSERT INTO schedule_firings ({_FIRING}) VALUES ({_marks(9)})"),
-                [(f.schedule_id, f.due, f.tenant, f.state, f.count, f.agent_id, f.detail,
-                  f.made_at, f.done_at) for f in firings],
-            )  # fmt: skip
+            # a due time already recorded (a row set back by hand) undoes it all: once only
+            put = self._q(
+                f"INSERT INTO schedule_firings ({_FIRING}) VALUES ({_marks(9)}) "
+                "ON CONFLICT (schedule_id, due) DO NOTHING"
+            )
+            for f in firings:
+                row = (f.schedule_id, f.due, f.tenant, f.state, f.count, f.agent_id, f.detail,
+                       f.made_at, f.done_at)  # fmt: skip
+                if db.execute(put, row).rowcount != 1:
+                    raise _Undo
             return True
 
     def pending_firings(self, schedule_id: str) -> list[FiringRow]:
@@ -565,4 +583,4 @@ class SqlScheduleRows(ScheduleRows):
 
 
 class _Undo(Exception):
-    """Raised inside a transaction to roll it back (a firing settled twice)."""
+    """Raised inside a transaction to roll it back (a firing recorded or settled twice)."""
