@@ -83,6 +83,8 @@ class Kind(enum.StrEnum):
     AGENT_MOVED = "agent_moved"
     # tools from MCP servers: the list the agent is shown (see stead.tools.mcp)
     MCP_TOOLS_LISTED = "mcp_tools_listed"
+    # a new version of the agent's spec, applied by a person (see stead.upgrades)
+    SPEC_UPGRADED = "spec_upgraded"
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,9 +115,16 @@ class State:
     hibernated: dict[str, Any] | None = None
     # where a fork or an imported agent came from
     origin: dict[str, Any] | None = None
+    # the digest of the spec in force since its last upgrade ("": the one it was born
+    # with); left out of the row until set, so rows from before upgrades hash the same
+    spec_digest: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "spec_digest" or self.spec_digest
+        }
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> State:
