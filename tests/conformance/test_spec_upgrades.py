@@ -28,8 +28,9 @@ def create(store: Store, agent_id: str) -> State:
 
 
 def upgraded(spec: dict[str, Any], previous: dict[str, Any]) -> NewEvent:
-    return NewEvent(Kind.SPEC_UPGRADED, {"from": spec_digest(previous), "to": spec_digest(spec),
-                                         "spec": spec, "previous": previous, "by": "ops"})  # fmt: skip
+    data = {"from": spec_digest(previous), "to": spec_digest(spec), "spec": spec,
+            "previous": previous, "by": "ops"}  # fmt: skip
+    return NewEvent(Kind.SPEC_UPGRADED, data)
 
 
 def test_an_upgrade_event_replaces_the_spec_column_with_it(store: Store) -> None:

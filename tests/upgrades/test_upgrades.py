@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from stead import FakeClock, GovernanceError, Kind, LeaseHeld, Runtime, parse_spec
-from stead.testing import scripted
 from stead.integrity.audit import audit
 from stead.store.anchors import spec_digest
 from stead.store.sqlite import SqliteStore
+from stead.testing import scripted
 from stead.upgrades.apply import digest_at, history, previous_spec, spec_events
 
 WAIT = [{"wait_for_input": "more?"}]
@@ -85,7 +85,8 @@ def test_a_pending_intent_on_a_removed_tool_refuses_the_upgrade(tmp_path: Path) 
         act.emit(Kind.OUTCOME_UNKNOWN, call_id="c-1", reason="the worker died")
         act.flush()
     narrower = parse_spec(spec(tools=["read_file"]), tmp_path)
-    with pytest.raises(GovernanceError, match=r"c-1 \(list_files\): an unknown outcome.*stead resolve"):
+    refused = r"c-1 \(list_files\): an unknown outcome.*stead resolve"
+    with pytest.raises(GovernanceError, match=refused):
         rt.upgrade(agent_id, narrower)
     assert rt.store.get_record(agent_id).spec["tools"] == ["read_file", "list_files"]
     rt.resolve(agent_id, "c-1", "abort")
@@ -98,7 +99,7 @@ def test_widening_needs_an_admin_and_a_viewer_may_not_upgrade(tmp_path: Path) ->
     rt = runtime(tmp_path)
     agent_id = made(rt, tmp_path)
     wider = parse_spec(spec(tools=["read_file", "write_file"]), tmp_path)
-    with pytest.raises(GovernanceError, match="widens.*adds the tool write_file.*admin"):
+    with pytest.raises(GovernanceError, match=r"widens.*adds the tool write_file.*admin"):
         rt.upgrade(agent_id, wider, role="operator")
     with pytest.raises(GovernanceError, match="needs the operator role"):
         rt.upgrade(agent_id, parse_spec(spec(instructions="x"), tmp_path), role="viewer")
@@ -124,7 +125,7 @@ def test_a_running_agent_is_not_upgraded_mid_step(tmp_path: Path) -> None:
     rt = runtime(tmp_path)
     agent_id = made(rt, tmp_path)
     rt.store.acquire_lease(agent_id, "elsewhere:1", 60, rt.clock.now())
-    with pytest.raises(LeaseHeld, match="never inside a step.*--wait"):
+    with pytest.raises(LeaseHeld, match=r"never inside a step.*--wait"):
         rt.upgrade(agent_id, parse_spec(spec(instructions="x"), tmp_path))
     assert rt.store.get_record(agent_id).spec["instructions"] == "Help."
 

@@ -50,6 +50,7 @@ from . import (
     selftest,
     serve,
     spec,
+    upgrade,
     webhook,
     work,
 )
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub, common)
     webhook.register(sub, common)
     spec.register(sub, common)
+    upgrade.register(sub, common)
     return parser
 
 

@@ -59,7 +59,9 @@ class Sealed:
     """The digest its last ``spec_upgraded`` event put in force ("": never upgraded)."""
 
     @classmethod
-    def of(cls, events: Iterable[Event], anchor: Anchor | None, state: State | None = None) -> Sealed:
+    def of(
+        cls, events: Iterable[Event], anchor: Anchor | None, state: State | None = None
+    ) -> Sealed:
         """From the agent's ledger events (its first event among them), its anchor, and
         its state (trusted by then), whose fold keeps the digest of its last upgrade."""
         first = next((e for e in events if e.kind in BIRTH_KINDS), None)

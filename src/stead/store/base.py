@@ -156,6 +156,8 @@ def upgraded_spec(events: Iterable[Event]) -> dict[str, Any] | None:
         if ev.kind == Kind.SPEC_UPGRADED:
             spec = dict(ev.data["spec"])
     return spec
+
+
 RUN_STATUSES = ("created", "running")
 """Statuses in which an agent has work a worker should take."""
 IDLE_STATUSES = ("waiting", "needs_attention")

@@ -31,7 +31,7 @@ from ..integrity.watch import monitors_for
 from ..journal import Event, Kind, NewEvent
 from ..models.actions import check_tool_names
 from ..ports import RuntimePort
-from ..spec import AgentSpec, initial_scope
+from ..spec import AgentSpec
 from ..state import State
 from ..store.base import BIRTH_KINDS, SPEC_KINDS, AgentRecord, Store
 from ..tools.mcp.tools import check_hooks

@@ -53,8 +53,11 @@ def agents_of(rt: RuntimePort, name: str) -> list[AgentRecord]:
     found = []
     for summary in rt.store.list_agents(rt.tenant):
         record = rt.store.get_record(summary.agent_id)
-        if record.spec.get("name") == name and summary.status not in ("completed", "failed",
-                                                                       "cancelled"):
+        if record.spec.get("name") == name and summary.status not in (
+            "completed",
+            "failed",
+            "cancelled",
+        ):
             found.append(record)
     return sorted(found, key=lambda r: r.agent_id)
 
@@ -72,7 +75,7 @@ def _trouble(rt: RuntimePort, agent_id: str, since: int) -> str | None:
         return f"agent {agent_id} failed ({state.status_reason})"
     for ev in rt.store.read_events(agent_id, since + 1):
         if ev.kind == Kind.VIOLATION:
-            return f"agent {agent_id}: monitor {ev.data.get('rule')} saw {ev.data.get('detail')}"
+            return f"agent {agent_id}: monitor {ev.data.get('rule')}: {ev.data.get('message')}"
     return None
 
 

@@ -158,9 +158,7 @@ def plan(
     tools each spec gives."""
     before, after = _names(old_tools, old), _names(new_tools, new)
     removed, added = sorted(before - after), sorted(after - before)
-    changes = tuple(
-        Change(f, old.get(f), new.get(f)) for f in FIELDS if old.get(f) != new.get(f)
-    )
+    changes = tuple(Change(f, old.get(f), new.get(f)) for f in FIELDS if old.get(f) != new.get(f))
     blocking = tuple(
         f"{call} ({tool}): {what}"
         for call, tool, what in _calls(state)
