@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .. import __version__
-from . import api_governance, api_lifecycle, api_webhooks, web
+from . import api_governance, api_lifecycle, api_upgrades, api_webhooks, web
 from .api import ENDPOINTS
 from .app import Endpoint, Server, make_app
 from .openapi import document
@@ -37,6 +37,7 @@ def endpoints() -> list[Endpoint]:
         *api_governance.ENDPOINTS,
         *api_lifecycle.ENDPOINTS,
         *api_webhooks.ENDPOINTS,
+        *api_upgrades.ENDPOINTS,
         STREAM,
     ]
 

@@ -187,8 +187,8 @@ def check(found: Plan, role: str) -> None:
     agent = found.agent_id
     if role not in ROLES or ROLES.index(role) < ROLES.index(UPGRADE_ROLE):
         raise GovernanceError(
-            f"agent {agent}: upgrading a spec needs the {UPGRADE_ROLE} role or above; a "
-            f"{role} may only read it (stead upgrade --dry-run shows the plan)"
+            f"agent {agent}: upgrading a spec needs the {UPGRADE_ROLE} role or above, and "
+            f"this request has the {role} role (its versions may still be read)"
         )
     if found.blocking:
         raise GovernanceError(
@@ -201,5 +201,5 @@ def check(found: Plan, role: str) -> None:
         raise GovernanceError(
             f"agent {agent}: the new spec widens what the agent may do "
             f"({'; '.join(found.widening)}); that needs the {WIDENING_ROLE} role, and this "
-            f"is a {role}'s request. Ask an admin to apply it"
+            f"request has the {role} role. Ask an admin to apply it"
         )

@@ -1,0 +1,62 @@
+"""Upgrades over HTTP: a new spec from the spec folder or the body, its plan, its
+rollback, the versions listed; the roles and the network allowlist hold."""
+
+from __future__ import annotations
+
+from .conftest import Served, write_spec
+from .test_api import made
+
+
+def test_an_operator_upgrades_and_rolls_back_over_http(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    write_spec(served.specs, "waiter2", [{"wait_for_input": "go?"}], instructions="Be brief.",
+               tools=["read_file", "write_file", "list_files"])  # fmt: skip
+    path = f"/v1/agents/{agent_id}/upgrade"
+    plan = served.call("POST", path, role="operator",
+                       json={"spec_file": "waiter2.yaml", "dry_run": True})  # fmt: skip
+    assert plan.status_code == 200, plan.text
+    assert not plan.json()["applied"]
+    assert {c["field"] for c in plan.json()["changes"]} >= {"instructions", "name"}
+    done = served.call("POST", path, role="operator",
+                       json={"spec_file": "waiter2.yaml", "reason": "brevity"})  # fmt: skip
+    assert done.status_code == 200 and done.json()["applied"], done.text
+    rt = served.runtime("acme")
+    assert rt.store.get_record(agent_id).spec["instructions"] == "Be brief."
+    rows = served.call("GET", f"/v1/agents/{agent_id}/spec-versions", role="viewer").json()
+    assert [(r["kind"], r["reason"]) for r in rows] == [("agent_created", ""),
+                                                        ("upgrade", "brevity")]  # fmt: skip
+    back = served.call("POST", f"/v1/agents/{agent_id}/upgrade/rollback", role="operator",
+                       json={})  # fmt: skip
+    assert back.status_code == 200 and back.json()["to"] == rows[0]["digest"], back.text
+    assert rt.store.get_record(agent_id).spec["instructions"] == ""
+
+
+def test_widening_over_http_needs_an_admin_token(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    write_spec(served.specs, "wider", [{"wait_for_input": "go?"}],
+               tools=["read_file", "write_file", "list_files", "shell"])  # fmt: skip
+    path = f"/v1/agents/{agent_id}/upgrade"
+    got = served.call("POST", path, role="operator", json={"spec_file": "wider.yaml"})
+    assert got.status_code == 409, got.text
+    assert "adds the tool shell" in got.json()["error"]["message"]
+    assert "shell" not in served.runtime("acme").store.get_record(agent_id).spec["tools"]
+    got = served.call("POST", path, role="admin", json={"spec_file": "wider.yaml"})
+    assert got.status_code == 200, got.text
+    assert "shell" in served.runtime("acme").store.get_record(agent_id).spec["tools"]
+
+
+def test_a_spec_in_the_body_is_held_to_the_network_allowlist(served: Served) -> None:
+    agent_id = made(served, "waiter.yaml")
+    spec = {"name": "waiter", "model": "openai:gpt-test", "tools": ["read_file"]}
+    for bad, why in (
+        ({**spec, "tools": ["mytools:steal"]}, "names only stead's own tools"),
+        ({**spec, "workspace": "/etc"}, "workspace"),
+        ({**spec, "model": {"provider": "openai", "name": "m",
+                            "base_url": "http://evil.example/v1"}}, "not openai's own"),
+        ({**spec, "monitors": {"custom": [{"python": "x:y"}]}}, "imports no Python rule"),
+    ):  # fmt: skip
+        got = served.call("POST", f"/v1/agents/{agent_id}/upgrade", json={"spec": bad})
+        assert got.status_code == 400, got.text
+        assert got.json()["error"]["code"] == "spec_error" and why in got.text, got.text
+    assert served.runtime("acme").store.get_record(agent_id).spec["tools"] == [
+        "read_file", "write_file", "list_files"]  # fmt: skip
