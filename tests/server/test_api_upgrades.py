@@ -60,3 +60,24 @@ def test_a_spec_in_the_body_is_held_to_the_network_allowlist(served: Served) -> 
         assert got.json()["error"]["code"] == "spec_error" and why in got.text, got.text
     assert served.runtime("acme").store.get_record(agent_id).spec["tools"] == [
         "read_file", "write_file", "list_files"]  # fmt: skip
+
+
+def test_the_agent_s_page_shows_its_spec_versions(served: Served) -> None:
+    from .test_web import logged_in
+
+    agent_id = made(served, "waiter.yaml")
+    page = "/agents/" + agent_id
+    logged_in(served, role="viewer")
+    assert 'id="spec-versions"' not in served.client.get(page).text  # one version only
+    write_spec(served.specs, "waiter2", [{"wait_for_input": "go?"}], instructions="Be brief.",
+               tools=["read_file", "write_file", "list_files"])  # fmt: skip
+    done = served.call(
+        "POST",
+        f"/v1/agents/{agent_id}/upgrade",
+        role="operator",
+        json={"spec_file": "waiter2.yaml", "reason": "brevity <b>now</b>"},
+    )
+    text = served.client.get(page).text
+    assert 'id="spec-versions"' in text and done.json()["to"][:12] in text
+    assert "instructions" in text and "brevity &lt;b&gt;now&lt;/b&gt;" in text
+    assert "spec upgraded" in text  # the timeline's line for the event

@@ -48,6 +48,7 @@ from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
 from ..summaries import shown
+from ..upgrades.apply import history
 from . import auth, bodies
 from .app import Refused, Server, check_token
 from .errors import status_of
@@ -257,6 +258,7 @@ def routes(server: Server) -> list[Route]:
                      certificate=certificate, can_answer=auth.allows(token.role, "approve"),
                      can_cancel=auth.allows(token.role, "operate") and not state.is_final,
                      can_delete=auth.allows(token.role, "govern"),
+                     versions=history(rt.store, agent_id),
                      now=rt.clock.now())  # fmt: skip
 
     def event(request: Request, session: Session, token: TokenRecord) -> Response:
