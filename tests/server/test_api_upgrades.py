@@ -45,23 +45,6 @@ def test_widening_over_http_needs_an_admin_token(served: Served) -> None:
     assert "shell" in served.runtime("acme").store.get_record(agent_id).spec["tools"]
 
 
-def test_a_spec_in_the_body_is_held_to_the_network_allowlist(served: Served) -> None:
-    agent_id = made(served, "waiter.yaml")
-    spec = {"name": "waiter", "model": "openai:gpt-test", "tools": ["read_file"]}
-    for bad, why in (
-        ({**spec, "tools": ["mytools:steal"]}, "names only stead's own tools"),
-        ({**spec, "workspace": "/etc"}, "workspace"),
-        ({**spec, "model": {"provider": "openai", "name": "m",
-                            "base_url": "http://evil.example/v1"}}, "not openai's own"),
-        ({**spec, "monitors": {"custom": [{"python": "x:y"}]}}, "imports no Python rule"),
-    ):  # fmt: skip
-        got = served.call("POST", f"/v1/agents/{agent_id}/upgrade", json={"spec": bad})
-        assert got.status_code == 400, got.text
-        assert got.json()["error"]["code"] == "spec_error" and why in got.text, got.text
-    assert served.runtime("acme").store.get_record(agent_id).spec["tools"] == [
-        "read_file", "write_file", "list_files"]  # fmt: skip
-
-
 def test_the_agent_s_page_shows_its_spec_versions(served: Served) -> None:
     from .test_web import logged_in
 
