@@ -67,3 +67,25 @@ def test_an_archive_keeps_the_upgrades_and_imports_with_the_latest_spec_sealed(
     assert [(r["kind"], r["digest"]) for r in rows] == [("agent_imported", ups[0].data["to"])]
     other.send(imported, "go on")
     assert other.run(imported, model=scripted(WAIT)).state.status == "waiting"
+
+
+def test_an_mcp_server_added_by_an_upgrade_is_listed_in_its_commit(tmp_path: Path) -> None:
+    rt, agent_id = upgraded(tmp_path)
+    rt.hibernate(agent_id)  # listed over an empty folder: the workspace is a snapshot
+    time_server = {"name": "time", "command": ["mcp-server-time"]}
+    found = rt.upgrade(agent_id, parse_spec(spec(instructions="v2", mcp=[time_server]),
+                                            tmp_path))  # fmt: skip
+    assert found.added_tools == ("time__*",) and found.widening == (
+        "adds the tool time__*",
+        "adds the MCP server time",
+    )
+    events = list(rt.store.read_events(agent_id))
+    last = events[-1].seq
+    upgrade = next(e for e in events if e.kind == Kind.SPEC_UPGRADED and e.data["reason"] == "")
+    listed = [e for e in events if e.kind == Kind.MCP_TOOLS_LISTED]
+    assert [e.data["server"] for e in listed] == ["time"] and listed[0].seq == last
+    assert upgrade.seq < listed[0].seq  # one commit: the upgrade, its grant, the listing
+    shown = set(rt.tools_for(rt.store.get_record(agent_id)))
+    assert "time__get_current_time" in shown
+    grants = {g["tool"] for g in rt.store.load_state(agent_id).grants.values()}
+    assert "time__*" in grants

@@ -20,11 +20,13 @@ spec from its next activation, which reads its record afresh.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from ..errors import GovernanceError, LeaseHeld, SteadError, ToolError, UsageError
+from ..errors import GovernanceError, LeaseHeld, McpServerError, SteadError, ToolError, UsageError
 from ..governance.grants import parse_grant
 from ..ids import new_id
 from ..integrity.watch import monitors_for
@@ -34,6 +36,7 @@ from ..ports import RuntimePort
 from ..spec import AgentSpec
 from ..state import State
 from ..store.base import BIRTH_KINDS, SPEC_KINDS, AgentRecord, Store
+from ..tools.mcp.servers import first_listings, listing_context
 from ..tools.mcp.tools import check_hooks
 from ..tools.registry import load_tools
 from .plan import Plan, check, plan
@@ -102,6 +105,7 @@ def upgrade(
     if rt.store.load_state(agent_id).is_final:
         raise GovernanceError(f"agent {agent_id} has ended; its spec is kept as it ended")
     by = rt.person()
+    listed = _listed(rt, record, new, found.added_tools)  # servers started outside the lease
 
     def build(state: State) -> list[NewEvent]:
         again = planned(rt, agent_id, new, state)  # under the lease: calls may have moved on
@@ -110,7 +114,7 @@ def upgrade(
             raise GovernanceError(
                 f"agent {agent_id}: its spec changed while this upgrade was planned; plan again"
             )
-        return _events(rt, again, record.spec, new, by, reason, rollback)
+        return [*_events(rt, again, record.spec, new, by, reason, rollback), *listed]
 
     deadline = time.monotonic() + wait
     while True:
@@ -160,6 +164,32 @@ def _events(
         if old_levels.get(tool) != new_levels[tool]:
             events.append(_autonomy(new_levels[tool], tool, by))
     return events
+
+
+def _listed(
+    rt: RuntimePort, record: AgentRecord, new: Mapping[str, Any], added: Iterable[str]
+) -> list[NewEvent]:
+    """The tools of the MCP servers the new spec adds, listed as a creation lists them
+    (started in the sandbox over the agent's workspace, or an empty folder while it
+    is hibernated): what the agent is shown of them from its next run on."""
+    wanted = {t[: -len("__*")] for t in added if t.endswith("__*")}
+    servers = [dict(m) for m in new.get("mcp") or () if m.get("name") in wanted]
+    if not servers:
+        return []
+    spec = AgentSpec(str(new.get("name")), str(new.get("model")), record.tenant,
+                     mcp=tuple(servers))  # fmt: skip
+    network = any(g.get("tool") == "network" for g in new.get("scope") or ())
+    root = rt.workspace(record.agent_id, record.tenant).root
+    with tempfile.TemporaryDirectory(prefix="stead-listing-") as empty:
+        where = root if root.is_dir() else Path(empty)
+        try:
+            context = listing_context(rt, spec, record.agent_id, where, network)
+            found = first_listings(list[Mapping[str, Any]](servers), context)
+        except McpServerError as exc:
+            raise McpServerError(
+                str(exc).replace("so the agent was not made", "so the upgrade was not applied")
+            ) from None
+    return [NewEvent(Kind.MCP_TOOLS_LISTED, d) for d in found]
 
 
 def _autonomy(level: Any, tool: str | None, by: str) -> NewEvent:
