@@ -64,3 +64,12 @@ def test_the_agent_s_page_shows_its_spec_versions(served: Served) -> None:
     assert 'id="spec-versions"' in text and done.json()["to"][:12] in text
     assert "instructions" in text and "brevity &lt;b&gt;now&lt;/b&gt;" in text
     assert "spec upgraded" in text  # the timeline's line for the event
+    # each event's page says which version of the spec was in force when it came
+    first = served.client.get(f"{page}/events/1").text
+    assert f"under spec version {done.json()['from'][:12]}" in first
+    sent = served.call("POST", f"/v1/agents/{agent_id}/messages", role="operator",
+                       json={"text": "hello"})  # fmt: skip
+    assert sent.status_code < 300, sent.text
+    last = served.runtime("acme").store.load_state(agent_id).version
+    after = served.client.get(f"{page}/events/{last}").text
+    assert f"under spec version {done.json()['to'][:12]}" in after
