@@ -85,6 +85,8 @@ def test_a_pending_intent_on_a_removed_tool_refuses_the_upgrade(tmp_path: Path) 
         act.emit(Kind.OUTCOME_UNKNOWN, call_id="c-1", reason="the worker died")
         act.flush()
     narrower = parse_spec(spec(tools=["read_file"]), tmp_path)
+    shown = rt.upgrade(agent_id, narrower, dry_run=True)  # the plan says why, refusing nothing
+    assert shown.blocking == ("c-1 (list_files): an unknown outcome",)
     refused = r"c-1 \(list_files\): an unknown outcome.*stead resolve"
     with pytest.raises(GovernanceError, match=refused):
         rt.upgrade(agent_id, narrower)

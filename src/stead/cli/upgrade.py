@@ -61,7 +61,9 @@ def _show(found: Plan, applied: bool) -> None:
     err.print(f"agent {found.agent_id}: {head}: {found.from_digest[:12]} -> {found.to_digest[:12]}")
     for c in found.changes:
         out.print(f"  {c.field}: {escape(repr(c.before))[:200]} -> {escape(repr(c.after))[:200]}")
-    for label, items in (("widens", found.widening), ("removes", found.removed_tools),
+    for label, items in (("widens (needs an admin)", found.widening),
+                         ("removes", found.removed_tools),
+                         ("refused until settled", found.blocking),
                          ("grants naming removed tools", found.orphan_grants)):  # fmt: skip
         if items:
             out.print(f"  {label}: {escape('; '.join(items))}")

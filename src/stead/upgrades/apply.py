@@ -93,14 +93,17 @@ def upgrade(
     rollback: bool = False,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Plan:
-    """Apply ``spec`` to the agent (see the module); the plan, applied unless
-    ``dry_run`` or unchanged. ``role`` is the person's (the operator of the store is
-    an admin); ``wait`` seconds a running agent's lease is waited for."""
+    """Apply ``spec`` to the agent (see the module); the plan, applied unless it is
+    unchanged or ``dry_run`` (then nothing is refused: the plan shows what would be).
+    ``role`` is the person's (the operator of the store acts as an admin); ``wait``
+    is how many seconds a running agent's lease is waited for."""
     record = rt.store.get_record(agent_id)
     new = new_record(spec, record)
     found = planned(rt, agent_id, new)
+    if dry_run:  # the plan says what would refuse it (blocking, widening)
+        return found
     check(found, role)
-    if dry_run or found.unchanged:
+    if found.unchanged:
         return found
     if rt.store.load_state(agent_id).is_final:
         raise GovernanceError(f"agent {agent_id} has ended; its spec is kept as it ended")
