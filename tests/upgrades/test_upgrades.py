@@ -160,3 +160,18 @@ def test_a_hibernated_agent_takes_the_upgrade_and_runs_on_it(tmp_path: Path) -> 
     rt.send(agent_id, "wake up")
     assert rt.run(agent_id, model=scripted(WAIT * 4)).state.status == "waiting"
     assert rt.store.get_record(agent_id).spec["instructions"] == "after sleep"
+
+
+def test_a_model_swap_gives_way_only_to_an_upgrade_that_changes_the_model(
+    tmp_path: Path,
+) -> None:
+    rt = runtime(tmp_path)
+    agent_id = made(rt, tmp_path)
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(WAIT * 4), encoding="utf-8")
+    rt.set_model(agent_id, "scripted:other.yaml", base_dir=tmp_path)
+    rt.upgrade(agent_id, parse_spec(spec(instructions="v2"), tmp_path))
+    swapped = rt.store.load_state(agent_id).model_override
+    assert swapped is not None and swapped["model"] == "scripted:other.yaml"
+    found = rt.upgrade(agent_id, parse_spec(spec(model="scripted:other.yaml"), tmp_path))
+    assert found.model_changed
+    assert rt.store.load_state(agent_id).model_override is None  # the spec's model decides
