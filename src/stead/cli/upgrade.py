@@ -93,7 +93,8 @@ def _of_spec(rt: Runtime, args: argparse.Namespace) -> int:
     agents = agents_of(rt, args.spec)
     if not agents:
         raise UsageError(f"no agent that has not ended was made from a spec named {args.spec!r}")
-    spec = _load(args.new, agents[0].tenant)
+    spec = _load(args.new, rt.tenant or agents[0].tenant)  # its tenant: --tenant, or theirs
+    agents = [a for a in agents if a.tenant == spec.tenant]
     if args.dry_run or args.canary is None:
         plans = [rt.upgrade(a.agent_id, spec, reason=args.reason, dry_run=args.dry_run,
                             wait=args.wait) for a in agents]  # fmt: skip

@@ -93,9 +93,12 @@ def canary(
 ) -> CanaryReport:
     """Apply ``spec`` to ``count`` agents of the spec ``name``, watch them ``watch``
     seconds (by the runtime's clock), then apply it to the rest or roll them back."""
-    agents = agents_of(rt, name)
+    tenant = spec.tenant if isinstance(spec, AgentSpec) else spec.get("tenant")
+    agents = [a for a in agents_of(rt, name) if a.tenant == tenant]  # the spec's tenant's
     if not agents:
-        raise UsageError(f"no agent that has not ended was made from a spec named {name!r}")
+        raise UsageError(
+            f"no agent of tenant {tenant} that has not ended was made from a spec named {name!r}"
+        )
     if count < 1:
         raise UsageError("--canary takes the number of agents to try the new spec on first")
     new = {a.agent_id: new_record(spec, a) for a in agents}
