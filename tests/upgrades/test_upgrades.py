@@ -175,3 +175,19 @@ def test_a_model_swap_gives_way_only_to_an_upgrade_that_changes_the_model(
     found = rt.upgrade(agent_id, parse_spec(spec(model="scripted:other.yaml"), tmp_path))
     assert found.model_changed
     assert rt.store.load_state(agent_id).model_override is None  # the spec's model decides
+
+
+def test_with_wait_an_upgrade_lands_once_the_running_step_ends(tmp_path: Path) -> None:
+    rt = runtime(tmp_path)
+    agent_id = made(rt, tmp_path)
+    lease = rt.store.acquire_lease(agent_id, "elsewhere:1", 60, rt.clock.now())
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the worker's step ends while the upgrade waits
+        pauses.append(seconds)
+        if len(pauses) == 3:
+            rt.store.release_lease(lease)
+
+    rt.upgrade(agent_id, parse_spec(spec(instructions="x"), tmp_path), wait=60, sleep=sleep)
+    assert len(pauses) == 3
+    assert rt.store.get_record(agent_id).spec["instructions"] == "x"
