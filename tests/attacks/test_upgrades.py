@@ -135,3 +135,24 @@ def test_a_spec_over_http_that_names_the_host_is_refused(served: Served) -> None
         assert got.json()["error"]["code"] == "spec_error" and why in got.text, got.text
     assert len(served.runtime("acme").store.read_events_of_kinds(
         agent_id, [Kind.SPEC_UPGRADED])) == 0  # fmt: skip
+
+
+def test_an_upgrade_cannot_send_an_admin_s_secret_to_an_endpoint_it_names(
+    served: Served,
+) -> None:
+    token = "ghp_admins-own-token-0123456789"
+    put = served.call("PUT", "/v1/secrets/GITHUB_TOKEN", json={"value": token})
+    assert put.status_code == 204, put.text
+    gateway = "http://127.0.0.1:9/v1"  # say an admin let the tenant's specs use it
+    policy = f'@model_base_url("{gateway}")\npermit(principal, action, resource);\n'
+    assert served.call("PUT", "/v1/policy", json={"text": policy}).status_code == 200
+    agent_id = made(served, "waiter.yaml")
+    model = {"provider": "openai", "name": "gpt-4o-mini", "base_url": gateway,
+             "api_key_secret": "GITHUB_TOKEN", "max_retries": 0}  # fmt: skip
+    new = {"name": "waiter", "tools": ["read_file"], "model": model}
+    for role in ("operator", "admin"):  # the key's binding decides, not the role
+        got = served.call("POST", f"/v1/agents/{agent_id}/upgrade", role=role,
+                          json={"spec": new})  # fmt: skip
+        assert got.status_code == 400 and "GITHUB_TOKEN" in got.text, got.text
+    record = served.runtime("acme").store.get_record(agent_id)
+    assert record.spec.get("model_options") is None

@@ -23,15 +23,26 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import GovernanceError, LeaseHeld, McpServerError, SteadError, ToolError, UsageError
+from ..destinations import Bound
+from ..errors import (
+    GovernanceError,
+    LeaseHeld,
+    McpServerError,
+    SecretError,
+    SteadError,
+    ToolError,
+    UsageError,
+)
 from ..governance.grants import parse_grant
 from ..ids import new_id
 from ..integrity.watch import monitors_for
 from ..journal import Event, Kind, NewEvent
 from ..models.actions import check_tool_names
+from ..models.registry import check_keys
 from ..ports import RuntimePort
 from ..spec import AgentSpec
 from ..state import State
@@ -45,8 +56,12 @@ WAIT_PAUSE = 0.5
 """How long to wait between tries for a running agent's lease (``wait``)."""
 
 
-def new_record(spec: AgentSpec | Mapping[str, Any], record: AgentRecord) -> dict[str, Any]:
-    """The spec as it is stored with the agent, checked to load as a creation's is."""
+def new_record(
+    spec: AgentSpec | Mapping[str, Any], record: AgentRecord, rt: RuntimePort | None = None
+) -> dict[str, Any]:
+    """The spec as it is stored with the agent, checked as a creation's is: its tools
+    and monitors load, and (given ``rt``) its model's vault key may go to its
+    ``base_url``."""
     data = spec.to_record() if isinstance(spec, AgentSpec) else dict(spec)
     if data.get("tenant") != record.tenant:
         raise UsageError(
@@ -59,7 +74,18 @@ def new_record(spec: AgentSpec | Mapping[str, Any], record: AgentRecord) -> dict
     monitors_for(data, tools, strict=True)
     if data.get("model_options") is not None:
         check_tool_names(tools)
+    if rt is not None:  # the key an upgraded model sends goes only where it is bound
+        check_keys(data, partial(_vault_key, rt, record))
     return data
+
+
+def _vault_key(rt: RuntimePort, record: AgentRecord, name: str) -> Bound | None:
+    """A provider's key from the vault (the agent's, else its tenant's) with the hosts it
+    may go to; None without a vault key or secret, as a creation looks it up."""
+    try:
+        return rt.vault().find(record.tenant, record.agent_id, name)
+    except SecretError:
+        return None
 
 
 def _tools(rt: RuntimePort, record: AgentRecord) -> set[str]:
@@ -98,7 +124,7 @@ def upgrade(
     ``role`` is the person's (the operator of the store acts as an admin); ``wait``
     is how many seconds a running agent's lease is waited for."""
     record = rt.store.get_record(agent_id)
-    new = new_record(spec, record)
+    new = new_record(spec, record, rt)
     found = planned(rt, agent_id, new)
     if dry_run:  # the plan says what would refuse it (blocking, widening)
         return found

@@ -101,7 +101,7 @@ def canary(
         )
     if count < 1:
         raise UsageError("--canary takes the number of agents to try the new spec on first")
-    new = {a.agent_id: new_record(spec, a) for a in agents}
+    new = {a.agent_id: new_record(spec, a, rt) for a in agents}
     for a in agents:  # every agent's plan is checked before any is changed
         check(planned(rt, a.agent_id, new[a.agent_id]), role)
     digest = spec_digest(next(iter(new.values())))
