@@ -108,6 +108,10 @@ def test_widening_needs_an_admin_and_a_viewer_may_not_upgrade(tmp_path: Path) ->
     limits = parse_spec({**spec(), "limits": {"max_steps": 5000}}, tmp_path)
     with pytest.raises(GovernanceError, match="raises the limit max_steps"):
         rt.upgrade(agent_id, limits, role="operator")
+    handed = parse_spec(spec(tools=[{"tool": "read_file", "secrets": ["DB_PASSWORD"]}]),
+                        tmp_path)  # fmt: skip
+    with pytest.raises(GovernanceError, match="gives the tool read_file the secrets DB_PASSWORD"):
+        rt.upgrade(agent_id, handed, role="operator")
     # a narrowing one an operator may apply
     rt.upgrade(agent_id, parse_spec(spec(instructions="x"), tmp_path), role="operator")
     assert rt.store.get_record(agent_id).spec["instructions"] == "x"

@@ -132,11 +132,28 @@ def _widening(old: Mapping[str, Any], new: Mapping[str, Any], added: Iterable[st
     for tool in sorted(new_levels):
         before = old_levels.get(tool, old.get("autonomy"))
         found += _more_autonomy(f"autonomy of {tool}", before, new_levels[tool])
+    for what in ("secrets", "env"):  # what a tool is handed of the tenant or the host
+        before_given, after_given = _given(old, what), _given(new, what)
+        for ref in sorted(after_given):
+            more = sorted(after_given[ref] - before_given.get(ref, set()))
+            if more and ref in before_given:  # a new tool's are part of adding it
+                found.append(f"gives the tool {ref} the {what} {', '.join(more)}")
     old_rules, new_rules = old.get("monitors") or {}, new.get("monitors") or {}
     found += [f"removes the monitor {rule}" for rule in sorted(set(old_rules) - set(new_rules))]
     if old.get("out_of_scope") == "refuse" and new.get("out_of_scope") == "ask":
         found.append("asks a person about calls out of scope instead of refusing them")
     return found
+
+
+def _given(spec: Mapping[str, Any], what: str) -> dict[str, set[str]]:
+    """Each listed tool (by its reference) and the ``secrets`` or ``env`` it is given."""
+    out: dict[str, set[str]] = {}
+    for entry in spec.get("tools") or ():
+        if isinstance(entry, Mapping):
+            out[str(entry.get("tool"))] = {str(n) for n in entry.get(what) or ()}
+        else:
+            out[str(entry)] = set()
+    return out
 
 
 def _more_autonomy(what: str, before: Any, after: Any) -> list[str]:
