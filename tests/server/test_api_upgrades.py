@@ -73,3 +73,40 @@ def test_the_agent_s_page_shows_its_spec_versions(served: Served) -> None:
     last = served.runtime("acme").store.load_state(agent_id).version
     after = served.client.get(f"{page}/events/{last}").text
     assert f"under spec version {done.json()['to'][:12]}" in after
+
+
+def test_a_provider_s_model_is_asked_with_the_spec_an_upgrade_over_http_gave(
+    served: Served,
+) -> None:
+    from ..models.fake_servers import FakeServer, Reply, calls_in, openai_answer, openai_call
+    from .test_api import run_until
+
+    key = "sk-local-model-key-0123456789"
+    put = served.call("PUT", "/v1/secrets/LOCAL_KEY", json={"value": key, "to": ["127.0.0.1"]})
+    assert put.status_code == 204, put.text
+    ask = Reply(200, openai_answer([openai_call("c1", "wait_for_input", {"prompt": "more?"})]))
+    with FakeServer() as fake:
+        fake.default = ask
+        policy = f'@model_base_url("{fake.url}")\npermit(principal, action, resource);\n'
+        assert served.call("PUT", "/v1/policy", json={"text": policy}).status_code == 200
+        model = {"provider": "openai", "name": "gpt-4o-mini", "base_url": fake.url,
+                 "api_key_secret": "LOCAL_KEY", "max_retries": 0}  # fmt: skip
+        v1 = {"name": "asker", "instructions": "Speak English.", "tools": ["read_file"],
+              "model": model}  # fmt: skip
+        got = served.call("POST", "/v1/agents", role="operator", json={"spec": v1})
+        assert got.status_code == 201, got.text
+        agent_id = got.json()["agent_id"]
+        assert run_until(served, agent_id, {"waiting"}) == "waiting"
+        assert "Speak English." in str(fake.seen[-1].body["messages"][0]["content"])
+        v2 = {**v1, "instructions": "Speak French.", "tools": ["read_file", "list_files"]}
+        up = served.call("POST", f"/v1/agents/{agent_id}/upgrade", role="admin",
+                         json={"spec": v2, "reason": "French"})  # fmt: skip
+        assert up.status_code == 200 and up.json()["applied"], up.text
+        sent = served.call("POST", f"/v1/agents/{agent_id}/messages", role="operator",
+                           json={"text": "bonjour"})  # fmt: skip
+        assert sent.status_code < 300, sent.text
+        assert run_until(served, agent_id, {"waiting"}) == "waiting"
+        last = fake.seen[-1].body
+        assert "Speak French." in str(last["messages"][0]["content"])
+        assert "list_files" in set(calls_in(last))
+        assert fake.seen[-1].headers["authorization"] == f"Bearer {key}"
