@@ -80,3 +80,31 @@ def test_every_agent_of_a_spec_with_a_canary(
     code, plans = run_json(capsys, "upgrade", "--spec", "helper", "--new", v2, "--dry-run",
                            *store)  # fmt: skip
     assert [p["changes"] for p in plans] == [[], [], []]
+
+
+def test_a_provider_s_model_is_asked_with_the_upgraded_spec(
+    tmp_path: Path,
+    store: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ..models.fake_servers import FakeServer, Reply, calls_in, openai_answer, openai_call
+
+    monkeypatch.setenv("LOCAL_MODEL_KEY", "sk-local-0123456789")
+    monkeypatch.setenv("STEAD_MODEL_KEY_ENV", "LOCAL_MODEL_KEY")  # the operator allows it
+    ask = Reply(200, openai_answer([openai_call("c1", "wait_for_input", {"prompt": "more?"})]))
+    with FakeServer() as fake:
+        fake.default = ask
+        model = {"provider": "openai", "name": "m-1", "base_url": fake.url,
+                 "api_key_secret": "LOCAL_MODEL_KEY"}  # fmt: skip
+        code, made = run_json(capsys, "run", write(tmp_path, "v1.yaml", model=model), *store)
+        assert code == 3, made
+        assert "Help." in str(fake.seen[-1].body["messages"][0]["content"])
+        v2 = write(tmp_path, "v2.yaml", model=model, instructions="Help in French.",
+                   tools=["read_file", "list_files"])  # fmt: skip
+        code, done = run_json(capsys, "upgrade", made["agent_id"], "--new", v2, *store)
+        assert code == 0 and done["added_tools"] == ["list_files"], done
+        assert main(["send", made["agent_id"], "bonjour", *store]) == 3
+        last = fake.seen[-1].body
+        assert "Help in French." in str(last["messages"][0]["content"])
+        assert "list_files" in set(calls_in(last))
