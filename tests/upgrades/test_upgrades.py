@@ -195,3 +195,16 @@ def test_with_wait_an_upgrade_lands_once_the_running_step_ends(tmp_path: Path) -
     rt.upgrade(agent_id, parse_spec(spec(instructions="x"), tmp_path), wait=60, sleep=sleep)
     assert len(pauses) == 3
     assert rt.store.get_record(agent_id).spec["instructions"] == "x"
+
+
+def test_a_rollback_of_work_keeps_the_spec_in_force(tmp_path: Path) -> None:
+    rt = runtime(tmp_path)
+    agent_id = made(rt, tmp_path)
+    before = rt.store.load_state(agent_id).version
+    rt.upgrade(agent_id, parse_spec(spec(instructions="v2"), tmp_path))
+    upgraded = rt.store.load_state(agent_id).spec_digest
+    rt.rollback(agent_id, to_version=before)
+    assert rt.store.load_state(agent_id).spec_digest == upgraded
+    assert rt.store.get_record(agent_id).spec["instructions"] == "v2"
+    rt.send(agent_id, "go on")  # and it runs: the seal holds
+    assert rt.run(agent_id, model=scripted(WAIT * 4)).state.status == "waiting"
