@@ -26,6 +26,7 @@ FORBIDDEN = {
     "integrity": {"runtime", "cli", "demo"},
     "snapshots": {"runtime", "cli", "demo"},
     "messaging": {"runtime", "cli", "demo"},
+    "upgrades": {"runtime", "cli", "demo", "server", "workers"},
     # webhooks are delivered from the store's outbox, by whatever loop calls them
     "notify": {"runtime", "cli", "demo", "server", "workers"},
     # pure decisions over state: no I/O of their own

@@ -367,6 +367,12 @@ def _model_changed(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.model_override = {k: d.get(k) for k in ("model", "model_options", "script")}
 
 
+def _spec_upgraded(s: State, d: Mapping[str, Any], ev: Event) -> None:
+    s.spec_digest = d["to"]
+    if d.get("model_changed"):  # the new spec's model decides from now on
+        s.model_override = None
+
+
 def _result_read(s: State, d: Mapping[str, Any], ev: Event) -> None:
     s.inflight = advance(s.inflight, d)
 
@@ -411,4 +417,5 @@ KIND_FOLDS: dict[str, Callable[[State, Mapping[str, Any], Event], None]] = {
     Kind.AGENT_FORKED: _born_from,
     Kind.AGENT_IMPORTED: _born_from,
     Kind.AGENT_MOVED: _moved,
+    Kind.SPEC_UPGRADED: _spec_upgraded,
 }

@@ -88,6 +88,8 @@ class Kind(enum.StrEnum):
     SCHEDULE_SET = "schedule_set"
     SCHEDULE_CHANGED = "schedule_changed"
     SCHEDULE_FIRED = "schedule_fired"
+    # a new version of the agent's spec, applied by a person (see stead.upgrades)
+    SPEC_UPGRADED = "spec_upgraded"
 
 
 @dataclass(frozen=True, slots=True)

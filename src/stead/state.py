@@ -118,9 +118,16 @@ class State:
     # the schedules a person set on the agent, by id: {"digest", "by", "paused",
     # "last_due"} (stead.schedules): a schedule row the journal does not hold wakes nothing
     schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the digest of the spec in force since its last upgrade ("": the one it was born
+    # with); left out of the row until set, so rows from before upgrades hash the same
+    spec_digest: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in _LEFT_OUT_EMPTY or getattr(self, f.name)
+        }
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> State:
@@ -134,6 +141,10 @@ class State:
     def open_goals(self) -> list[dict[str, Any]]:
         return [g for g in self.goals if g["status"] == "open"]
 
+
+_LEFT_OUT_EMPTY = ("schedules", "spec_digest")
+"""Fields added since rows were first written: left out of a row while empty, so a
+row written before them reads, refolds and hashes as it did."""
 
 CLIP_CHARS = 800
 """How much of a call's arguments and output the state keeps; the journal keeps all."""

@@ -166,4 +166,9 @@ def _governance_summary(kind: str, d: Mapping[str, Any]) -> str:
         return f"to {d.get('to')}: " + ("ok" if d.get("ok") else f"error: {d.get('error')}")
     if kind == "identity_created":
         return f"ed25519 {d['public_key'][:16]}…"
+    if kind == "spec_upgraded":
+        what = "rolled back" if d.get("rollback") else "upgraded"
+        changed = ", ".join(d.get("changed") or ()) or "nothing"
+        why = f": {d['reason']}" if d.get("reason") else ""
+        return f"spec {what} {d['from'][:12]} → {d['to'][:12]} ({changed}) by {d.get('by')}{why}"
     return ""

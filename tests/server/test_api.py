@@ -67,6 +67,7 @@ def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[
         "/v1/agents/{agent_id}/rollback": {"to_version": 1},
         "/v1/agents/{agent_id}/model": {"model": "openai:gpt-test"},
         "/v1/certificates/verify": {"certificate": {}},
+        "/v1/agents/{agent_id}/upgrade": {"spec_file": "waiter.yaml", "dry_run": True},
     }
     out = []
     for e in endpoints():

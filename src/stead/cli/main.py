@@ -51,6 +51,7 @@ from . import (
     selftest,
     serve,
     spec,
+    upgrade,
     webhook,
     work,
 )
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     webhook.register(sub, common)
     schedule.register(sub, common)
     spec.register(sub, common)
+    upgrade.register(sub, common)
     return parser
 
 

@@ -206,7 +206,9 @@ def check_before_run(
     record = store.get_record(agent) if record is None else record
     if ledger is None:
         ledger = store.read_events_of_kinds(agent, LEDGER_KINDS)
-    found = problems(record, store.get_row(agent), state, Sealed.of(ledger, anchor), anchor, epoch)
+    found = problems(
+        record, store.get_row(agent), state, Sealed.of(ledger, anchor, state), anchor, epoch
+    )
     if found:
         raise _refuse(agent, "; ".join(found))
     return verified
@@ -282,5 +284,7 @@ class Anchoring:
         # what this activation wrote it hashed itself: only the newest events stay
         # for the next check (see RECHECKED)
         verified = max(self.verified, state.version - RECHECKED)
-        anchor = Anchor.of(state, verified, spec_hash=self.spec_hash, epoch=epoch)
+        # an upgrade journaled in this activation pins its new spec from its commit on
+        spec_hash = state.spec_digest or self.spec_hash
+        anchor = Anchor.of(state, verified, spec_hash=spec_hash, epoch=epoch)
         return anchor if self.signer is None else self.signer.sign(anchor)

@@ -120,7 +120,7 @@ def _anchor(store: Store, state: State, vault: Vault | None, report: AuditReport
 def _sealed(store: Store, state: State, report: AuditReport) -> AuditReport:
     agent = state.agent_id
     anchor = store.get_anchor(agent)
-    sealed = Sealed.of(store.read_events_of_kinds(agent, BIRTH_KINDS), anchor)
+    sealed = Sealed.of(store.read_events_of_kinds(agent, BIRTH_KINDS), anchor, state)
     record, row, epoch = store.get_record(agent), store.get_row(agent), store.get_lease(agent)
     found = problems(record, row, state, sealed, anchor, next_epoch(epoch))
     if not found:

@@ -13,7 +13,10 @@ the worker host. So:
   agent's first event (``spec_digest`` of ``agent_created``, ``agent_forked``
   or ``agent_imported``, written by :meth:`~stead.store.base.Store.create_agent`),
   under the hash chain, and in the anchor of every commit (``spec_hash``),
-  under the agent's signature when it has a key;
+  under the agent's signature when it has a key; once a person upgrades the
+  spec (:mod:`stead.upgrades`), the ``spec_upgraded`` event's ``to`` digest takes
+  the first event's place: the fold keeps it (``State.spec_digest``), and the
+  state row is what the anchor pins, so an upgrade is sealed as firmly as a birth;
 * tenant, name and status are fields of the state row, which the anchor's
   ``state_hash`` pins; the columns of the row (and its ``version`` and
   ``wake_at``, written in the same transaction) must equal them;
@@ -52,10 +55,15 @@ class Sealed:
     anchor_version: int | None
     anchored: str
     """The digest in its last commit's anchor ("": none, or an anchor from before)."""
+    upgraded: str = ""
+    """The digest its last ``spec_upgraded`` event put in force ("": never upgraded)."""
 
     @classmethod
-    def of(cls, events: Iterable[Event], anchor: Anchor | None) -> Sealed:
-        """From the agent's ledger events (its first event among them) and its anchor."""
+    def of(
+        cls, events: Iterable[Event], anchor: Anchor | None, state: State | None = None
+    ) -> Sealed:
+        """From the agent's ledger events (its first event among them), its anchor, and
+        its state (trusted by then), whose fold keeps the digest of its last upgrade."""
         first = next((e for e in events if e.kind in BIRTH_KINDS), None)
         birth = "" if first is None else str(first.data.get("spec_digest") or "")
         return cls(
@@ -63,14 +71,20 @@ class Sealed:
             birth,
             None if anchor is None else anchor.version,
             "" if anchor is None else anchor.spec_hash,
+            "" if state is None else state.spec_digest,
         )
 
 
 def spec_problem(record: AgentRecord, sealed: Sealed) -> str | None:
     """Why the spec in the agent's row is not the one sealed, or None."""
     have = spec_digest(record.spec)
+    first = (
+        ("its last spec upgrade (the spec_upgraded events of its journal)", sealed.upgraded)
+        if sealed.upgraded
+        else (f"its first event (event {sealed.birth_seq})", sealed.birth)
+    )
     for where, digest in (
-        (f"its first event (event {sealed.birth_seq})", sealed.birth),
+        first,
         (f"the anchor of its last commit (event {sealed.anchor_version})", sealed.anchored),
     ):
         if digest and digest != have:
@@ -136,6 +150,8 @@ def next_epoch(lease: Lease | None) -> int:
 def note(sealed: Sealed) -> str:
     """What an audit says about the seal on an agent's spec and columns."""
     columns = "its tenant, name, status, version and wake_at columns match its state"
+    if sealed.upgraded:
+        return f"spec sealed by its last upgrade (digest {sealed.upgraded[:16]}…); {columns}"
     if sealed.birth:
         where = f"event {sealed.birth_seq}"
         if sealed.anchored:

@@ -55,7 +55,7 @@ from ..sandbox.workspace import Manifest, Quota, Workspace, diff
 from ..state import State, apply_in_place
 from ..store.base import AgentRecord, Batch, Lease, Store
 from ..store.groupcommit import GroupCommitter
-from ..tools.base import Tool, ToolContext
+from ..tools.base import Tool, ToolContext, noted
 from . import steps, toolcall
 from .context import Renderer
 from .governed import Governor
@@ -298,7 +298,7 @@ class Activation:
             fencing_token=self.lease.epoch if self.lease else None,
             lease_check=partial(ensure_held, self.store, self.lease) if self.lease else None,
             put_blob=self.workspace.blobs.put,
-            note=self.emit,
+            note=partial(noted, self.emit),  # a tool notes only what tools may
         )
 
     def lease_renewed(self, lease: Lease) -> None:

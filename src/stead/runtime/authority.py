@@ -21,6 +21,7 @@ from ..ids import new_id
 from ..journal import Kind, NewEvent
 from ..state import State
 from ..store.base import Store
+from ..upgrades.apply import upgrade
 
 DEFAULT_APPROVAL_SECONDS = 15 * 60.0
 
@@ -47,6 +48,10 @@ class AuthorityActions:
     clock: Clock
     append_as_person: Callable[[str, Callable[[State], list[NewEvent]]], State]
     person: Callable[[], str]
+
+    def upgrade(self, agent_id: str, spec: Any, **how: Any) -> Any:
+        """Apply a new version of the agent's spec (:func:`stead.upgrades.apply.upgrade`)."""
+        return upgrade(self, agent_id, spec, **how)  # type: ignore[arg-type]  # a Runtime
 
     def _now(self) -> float:
         return self.clock.now()

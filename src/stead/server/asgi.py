@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .. import __version__
-from . import api_governance, api_lifecycle, api_schedules, api_webhooks, web
+from . import api_governance, api_lifecycle, api_schedules, api_upgrades, api_webhooks, web
 from .api import ENDPOINTS
 from .app import Endpoint, Server, make_app
 from .openapi import document
@@ -38,6 +38,7 @@ def endpoints() -> list[Endpoint]:
         *api_lifecycle.ENDPOINTS,
         *api_webhooks.ENDPOINTS,
         *api_schedules.ENDPOINTS,
+        *api_upgrades.ENDPOINTS,
         STREAM,
     ]
 

@@ -15,6 +15,7 @@ _TONES = {
     "input_received": "person", "grant_added": "person", "grant_revoked": "person",
     "violation": "bad", "outcome_unknown": "bad", "governance_refused": "bad",
     "workspace_restored": "bad", "finish_claimed": "done", "completion_certified": "done",
+    "spec_upgraded": "person",
 }  # fmt: skip
 
 

@@ -49,6 +49,7 @@ from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
 from ..store.tokens import TokenRecord
 from ..summaries import shown
+from ..upgrades.apply import digest_at, history, spec_events
 from . import auth, bodies
 from .app import Refused, Server, check_token
 from .errors import status_of
@@ -258,6 +259,7 @@ def routes(server: Server) -> list[Route]:
                      certificate=certificate, can_answer=auth.allows(token.role, "approve"),
                      can_cancel=auth.allows(token.role, "operate") and not state.is_final,
                      can_delete=auth.allows(token.role, "govern"),
+                     versions=history(rt.store, agent_id),
                      now=rt.clock.now())  # fmt: skip
 
     def event(request: Request, session: Session, token: TokenRecord) -> Response:
@@ -270,6 +272,7 @@ def routes(server: Server) -> list[Route]:
         graph = rt.provenance(agent_id)
         return _page("event.html", token=token, session=session, agent_id=agent_id,
                      event=found[0], line=describe(found[0]),
+                     spec_version=digest_at(spec_events(rt.store, agent_id), seq),
                      lineage=graph.lineage(seq), impact=graph.impact(seq))  # fmt: skip
 
     def cancel(request: Request, session: Session, token: TokenRecord) -> Response:

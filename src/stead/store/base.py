@@ -142,6 +142,22 @@ def wake_at(state: State) -> float | None:
 
 BIRTH_KINDS = (Kind.AGENT_CREATED, Kind.AGENT_FORKED, Kind.AGENT_IMPORTED)
 """The kinds of an agent's first event: the one that carries its spec's digest."""
+SPEC_KINDS = (*BIRTH_KINDS, Kind.SPEC_UPGRADED)
+"""The kinds that seal an agent's spec: its birth, and each upgrade since."""
+
+
+def upgraded_spec(events: Iterable[Event]) -> dict[str, Any] | None:
+    """The spec the last ``spec_upgraded`` of ``events`` puts in force (None: none).
+
+    Every backend's write replaces the ``spec`` column with it in the transaction
+    that stores the event, so the column and the journal never say two things."""
+    spec = None
+    for ev in events:
+        if ev.kind == Kind.SPEC_UPGRADED:
+            spec = dict(ev.data["spec"])
+    return spec
+
+
 RUN_STATUSES = ("created", "running")
 """Statuses in which an agent has work a worker should take."""
 IDLE_STATUSES = ("waiting", "needs_attention")

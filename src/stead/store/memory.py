@@ -41,6 +41,7 @@ from .base import (
     no_snapshot_message,
     renewal_refused,
     snapshot_made,
+    upgraded_spec,
     wake_at,
 )
 from .deletion import not_found, refuse_if_held
@@ -168,6 +169,8 @@ class MemoryStore(MemoryTokenRows, MemoryWebhookRows, MemoryScheduleRows, Store)
             self._index[agent_id] = (state.status, wake_at(state))
             self._snapshots.update(snapshots)
             self._anchors[agent_id] = anchor
+            if (spec := upgraded_spec(events)) is not None:
+                self._records[agent_id] = replace(self._records[agent_id], spec=_copy(spec))
             self._enqueue(state.tenant, notices(events, before, state))
 
     def get_anchor(self, agent_id: str) -> Anchor | None:

@@ -98,6 +98,7 @@ from .base import (
     Lease,
     lease_held_message,
     renewal_refused,
+    upgraded_spec,
     wake_at,
 )
 from .deletion import SqlDeletion
@@ -548,6 +549,9 @@ def _snapshots(db: Conn, batch: Batch) -> None:
         for ev in batch.events:
             if ev.kind in SNAPSHOT_KINDS:
                 postgres_snapshots.change(db, ev, batch.state.tenant)
+        if (spec := upgraded_spec(batch.events)) is not None:
+            db.execute("UPDATE agents SET spec = %s WHERE agent_id = %s",
+                       (dumps(spec), batch.state.agent_id))  # fmt: skip
 
 
 def _event(agent_id: str, row: Sequence[Any]) -> Event:

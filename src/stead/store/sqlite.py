@@ -55,6 +55,7 @@ from .base import (
     Store,
     lease_held_message,
     renewal_refused,
+    upgraded_spec,
     wake_at,
 )
 from .deletion import SqlDeletion
@@ -490,6 +491,11 @@ def _snapshots(db: sqlite3.Connection, batch: Batch) -> None:
         for ev in batch.events:
             if ev.kind in SNAPSHOT_KINDS:
                 sqlite_snapshots.change(db, ev, batch.state.tenant)
+        if (spec := upgraded_spec(batch.events)) is not None:
+            db.execute(
+                "UPDATE agents SET spec = ? WHERE agent_id = ?",
+                (codec.pack(dumps(spec)), batch.state.agent_id),
+            )
     except BaseException:
         db.execute("ROLLBACK TO batch")
         raise

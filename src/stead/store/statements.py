@@ -52,6 +52,8 @@ ANCHOR_COLUMNS = (
 )  # fmt: skip
 """The anchors table's columns, in the order of :func:`anchor_row`."""
 SNAPSHOT_KINDS = (Kind.HIBERNATED, Kind.RESTORED)
+TOUCHING_KINDS = (*SNAPSHOT_KINDS, Kind.SPEC_UPGRADED)
+"""Kinds whose batch changes a row beside the journal (a snapshot's, the spec column)."""
 
 
 def _names(columns: Sequence[tuple[str, str]]) -> str:
@@ -228,8 +230,8 @@ def plan(
 
     ``rows`` holds the locked rows of the batches' agents (changed here as each
     kept batch moves its agent on); ``touch`` makes or consumes a batch's
-    snapshot rows (hibernated, restored) in a savepoint of its own, raising to
-    refuse it.
+    snapshot rows (hibernated, restored) and writes the spec an upgrade puts in
+    force, in a savepoint of its own, raising to refuse it.
     """
     results: list[SteadError | None] = [None] * len(batches)
     kept: list[Kept] = []
@@ -244,7 +246,7 @@ def plan(
             if row is None:
                 raise NotFound(f"no agent with id {agent_id}")
             check_write(agent_id, b.epoch, row.epoch, b.expected_version, row.version)
-            if any(e.kind in SNAPSHOT_KINDS for e in b.events):
+            if any(e.kind in TOUCHING_KINDS for e in b.events):
                 touch(b)
         except (StoreError, NotFound) as exc:
             results[i] = exc

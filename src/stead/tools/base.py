@@ -72,7 +72,8 @@ class ToolContext:
     lease_check: Callable[[], None] | None = field(default=None, repr=False)
     # stores bytes as a blob, returning its digest (binary parts of a result)
     put_blob: Callable[[bytes], str] | None = field(default=None, repr=False)
-    # journals an event for the agent now (an MCP server's changed tool list)
+    # journals an event for the agent now (an MCP server's changed tool list); only
+    # the kinds of NOTABLE (see noted)
     note: Callable[..., Any] | None = field(default=None, repr=False)
 
     def check_lease(self) -> None:
@@ -459,3 +460,19 @@ def describe_failure(exc: BaseException) -> str:
     if isinstance(exc, ToolError | FileNotFoundError | PermissionError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+NOTABLE = ("mcp_tools_listed",)
+"""The only kinds of event a tool may journal through ``ToolContext.note``."""
+
+
+def noted(emit: Callable[..., Any], kind: str, **data: Any) -> Any:
+    """``emit(kind, **data)`` if a tool may journal ``kind``: a tool is told what
+    happened, it does not write the agent's history (a grant, an upgrade of its
+    spec, a person's answer) through its context."""
+    if kind not in NOTABLE:
+        raise ToolError(
+            f"a tool may journal only {', '.join(NOTABLE)} through its context, not {kind!r}: "
+            "what an agent may do and what its spec is are a person's to change"
+        )
+    return emit(kind, **data)
