@@ -113,7 +113,10 @@ def list_agents(call: Call) -> Any:
     return [_summary(a, status) for a, status in shown if wanted in (None, status)]
 
 
-def _spec_from(call: Call) -> AgentSpec:
+def spec_from(call: Call) -> AgentSpec:
+    """The spec a request names: a file of the operator's spec folder (``spec_file``),
+    or one in its body (``spec``) held to the network allowlist; made for the token's
+    tenant. Creating an agent, a schedule of fresh agents and an upgrade take it alike."""
     body = call.body
     if "spec_file" in body:
         folder = call.server.specs
@@ -158,7 +161,7 @@ def _as_tenant(call: Call, data: Any, base: Path | None) -> AgentSpec:
 
 
 def create_agent(call: Call) -> Any:
-    spec = _spec_from(call)
+    spec = spec_from(call)
     call.rt.check_loads(spec)
     state = call.rt.create(spec)
     return brief(state)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..schedules import Schedules
 from ..schedules.definition import CATCH_UP, MAX_CATCH_UP, MESSAGE_CHARS, OVERLAP
-from .api import _spec_from, patiently
+from .api import spec_from, patiently
 from .app import Call, Endpoint
 from .schemas import ID, NUMBER, OBJECT, TEXT, answer, listing, strict
 
@@ -59,7 +59,7 @@ def add_schedule(call: Call) -> Any:
         agent_id = call.body["agent_id"]
         made = patiently(call.server, agent_id, lambda: book.add(agent_id=agent_id, **fields))
     else:
-        made = book.add(spec=_spec_from(call), **fields)
+        made = book.add(spec=spec_from(call), **fields)
     return book.view(made).to_json()
 
 

@@ -3,7 +3,7 @@ its rollback, and the versions it has had (:mod:`stead.upgrades`).
 
 A new spec comes as a creation's does: the name of a file in the server's spec
 folder, or a spec in the body, held to the one allowlist of specs from the network
-(:mod:`stead.server.netspec`, through :func:`stead.server.api._spec_from`). An
+(:mod:`stead.server.netspec`, through :func:`stead.server.api.spec_from`). An
 operator token may upgrade; one whose upgrade widens what the agent may do (new
 tools or MCP servers, higher limits or autonomy, a monitor removed) is refused
 unless it is an admin's, which :func:`stead.upgrades.plan.check` decides from the
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..upgrades.apply import history, previous_spec
-from .api import _spec_from, one_agent
+from .api import spec_from, one_agent
 from .app import Call, Endpoint
 from .schemas import ID, OBJECT, TEXT, answer, listing, strict
 
@@ -34,7 +34,7 @@ _REASON = {"type": "string", "maxLength": 4096}
 
 def upgrade(call: Call) -> Any:
     b = call.body
-    found = call.rt.upgrade(call.params["agent_id"], _spec_from(call), role=call.token.role,
+    found = call.rt.upgrade(call.params["agent_id"], spec_from(call), role=call.token.role,
                             reason=b.get("reason", ""), dry_run=bool(b.get("dry_run")))  # fmt: skip
     return {**found.to_json(), "applied": not b.get("dry_run") and not found.unchanged}
 
