@@ -9,7 +9,7 @@ from typing import Any
 
 from ..schedules import Schedules
 from ..schedules.definition import CATCH_UP, MAX_CATCH_UP, MESSAGE_CHARS, OVERLAP
-from .api import spec_from, patiently
+from .api import patiently, spec_from
 from .app import Call, Endpoint
 from .schemas import ID, NUMBER, OBJECT, TEXT, answer, listing, strict
 

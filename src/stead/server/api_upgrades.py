@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..upgrades.apply import history, previous_spec
-from .api import spec_from, one_agent
+from .api import one_agent, spec_from
 from .app import Call, Endpoint
 from .schemas import ID, OBJECT, TEXT, answer, listing, strict
 
