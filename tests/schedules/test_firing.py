@@ -222,15 +222,17 @@ def test_bad_definitions_are_refused_with_what_to_write(
     assert [e.kind for e in rt.store.read_events(agent)].count(Kind.SCHEDULE_SET) == 0
 
 
+@pytest.mark.parametrize("kind", ["threaded", "parked"])
 def test_a_worker_pass_fires_what_is_due_and_runs_the_agents_it_woke(
-    runtime: Runtime, tmp_path: Path
+    runtime: Runtime, tmp_path: Path, kind: str
 ) -> None:
+    from stead.workers.parked import ParkedWorker
     from stead.workers.threaded import Worker
 
     rt = runtime
     agent = waiting_agent(rt, tmp_path)
     made = Schedules(rt).add(agent_id=agent, every="1h", message="go", jitter="10m")
-    worker = Worker(rt, concurrency=2)
+    worker = Worker(rt, concurrency=2) if kind == "threaded" else ParkedWorker(rt, 4, threads=1)
     assert worker.run_until_idle().ran == {}
     assert made.fire_at is not None and made.next_due is not None
     assert made.next_due <= made.fire_at < made.next_due + 600  # its jitter, seeded
