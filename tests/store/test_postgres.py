@@ -45,7 +45,8 @@ TTL = 30.0
 TABLES = {
     "agents", "anchors", "api_tokens", "blobs", "events", "leases", "operator_log", "policies",
     "schema_migrations", "secrets", "signals", "snapshots",
-    "webhooks", "webhook_outbox", "webhook_attempts", "store_history",
+    "webhooks", "webhook_outbox", "webhook_attempts", "store_history", "schedules",
+    "schedule_firings",
 }  # fmt: skip
 
 Raw = psycopg.Connection[tuple[Any, ...]]
