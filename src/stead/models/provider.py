@@ -127,6 +127,21 @@ class ProviderModel:
         (the whole attempt is held to the timeout too, by :func:`post_json`)."""
         return httpx.Timeout(self.options.timeout, connect=min(self.options.timeout, 10.0))
 
+    def post_beside(self, path: str, body: Mapping[str, Any]) -> Any:
+        """POST ``body`` to another endpoint of this provider (``/embeddings``): its
+        base URL, key, client, retries and bounds, as a decision is asked; the JSON."""
+        return post_json(
+            self._client,
+            self.options.base_url.rstrip("/") + path,
+            self.headers(),
+            body,
+            service=f"{self.service} at {self.options.base_url}",
+            max_retries=self.options.max_retries,
+            rng=self._rng,
+            timeout=self.options.timeout,
+            **({"sleep": self._sleep} if self._sleep is not None else {}),
+        ).body
+
     def close(self) -> None:
         if self._sync_client is not None:
             self._sync_client.close()

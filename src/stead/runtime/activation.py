@@ -43,6 +43,7 @@ from ..integrity.anchoring import Anchoring
 from ..integrity.completion import Certifier, Verifier
 from ..integrity.loading import spec_tools
 from ..integrity.provenance import FlowTracer, journaled_output
+from ..memories.access import access_for
 from ..integrity.watch import Watch
 from ..journal import Event, NewEvent, seal
 from ..models.base import Decision, Model, RenderedContext
@@ -299,6 +300,7 @@ class Activation:
             lease_check=partial(ensure_held, self.store, self.lease) if self.lease else None,
             put_blob=self.workspace.blobs.put,
             note=partial(noted, self.emit),  # a tool notes only what tools may
+            memories=access_for(self, tool),  # the memory tools' alone
         )
 
     def lease_renewed(self, lease: Lease) -> None:

@@ -46,6 +46,7 @@ from .base import (
 )
 from .deletion import not_found, refuse_if_held
 from .history import HistoryEntry, stead_version
+from .memory_rows import InMemoryMemoryRows
 from .schedule_rows import MemoryScheduleRows
 from .tokens import MemoryTokenRows
 from .webhook_rows import MemoryWebhookRows
@@ -55,13 +56,16 @@ def _copy(value: Any) -> Any:
     return loads(dumps(value))
 
 
-class MemoryStore(MemoryTokenRows, MemoryWebhookRows, MemoryScheduleRows, Store):
+class MemoryStore(
+    MemoryTokenRows, MemoryWebhookRows, MemoryScheduleRows, InMemoryMemoryRows, Store
+):
     """Keeps everything in dictionaries; lost when the process ends."""
 
     def __init__(self) -> None:
         MemoryTokenRows.__init__(self)
         MemoryWebhookRows.__init__(self)
         MemoryScheduleRows.__init__(self)
+        InMemoryMemoryRows.__init__(self)
         self._lock = threading.RLock()
         self._records: dict[str, AgentRecord] = {}
         self._states: dict[str, str] = {}

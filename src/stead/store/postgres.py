@@ -114,6 +114,7 @@ from .postgres_migrations import (
     recorded_version,
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
+from .memory_rows import SqlMemoryRows
 from .schedule_rows import SqlScheduleRows
 from .statements import (
     POSTGRES,
@@ -132,7 +133,9 @@ _LOST = (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeou
 _EVENT_COLUMNS = "seq, kind, at, data, prev_hash, hash, epoch, packed"
 
 
-class PostgresStore(SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows, SqlScheduleRows):
+class PostgresStore(
+    SqlDeletion, PostgresRows, SqlTokenRows, SqlWebhookRows, SqlScheduleRows, SqlMemoryRows
+):
     """A store in one PostgreSQL schema, shared by every worker that names it."""
 
     MARK = "%s"

@@ -46,7 +46,7 @@ from ..canonical import dumps, loads
 from ..errors import IntegrityError, StoreUnusable
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import codec, history, schedule_rows, tokens, webhook_rows
+from . import codec, history, memory_rows, schedule_rows, tokens, webhook_rows
 from .base import wake_at
 
 INDEXED_KINDS = (
@@ -241,6 +241,8 @@ MIGRATIONS: list[Migration] = [
     """,
     # 9: schedules and their firings (SQLite's 13, stead.store.schedule_rows)
     schedule_rows.POSTGRES_CREATE,
+    # 10: long-term memories (SQLite's 14, stead.store.memory_rows)
+    memory_rows.POSTGRES_CREATE,
 ]
 
 

@@ -60,6 +60,7 @@ from .base import (
 )
 from .deletion import SqlDeletion
 from .history import HistoryEntry
+from .memory_rows import SqlMemoryRows
 from .schedule_rows import SqlScheduleRows
 from .sqlite_migrations import MIGRATIONS
 from .statements import (
@@ -90,7 +91,7 @@ _PAGE = 2_000
 
 
 class SqliteStore(SqlDeletion, sqlite_anchors.AnchorRows, SqlTokenRows, SqlWebhookRows,
-                  SqlScheduleRows, Store):  # fmt: skip
+                  SqlScheduleRows, SqlMemoryRows, Store):  # fmt: skip
     """A store in one SQLite file."""
 
     schema_version = len(MIGRATIONS)

@@ -21,7 +21,7 @@ from ..canonical import dumps, loads
 from ..errors import IntegrityError
 from ..journal import Event, verify_chain
 from ..state import fold
-from . import codec, history, schedule_rows, sqlite_anchors, tokens, webhook_rows
+from . import codec, history, memory_rows, schedule_rows, sqlite_anchors, tokens, webhook_rows
 from .base import wake_at
 
 
@@ -210,6 +210,8 @@ MIGRATIONS: list[Migration] = [
     compressed_rows,
     # 13: schedules (stead.schedules) and their firings, one row per due time fired
     schedule_rows.SQLITE_CREATE,
+    # 14: long-term memories (stead.memories): text, provenance and vector per row
+    memory_rows.SQLITE_CREATE,
 ]
 
 

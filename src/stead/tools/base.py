@@ -75,6 +75,9 @@ class ToolContext:
     # journals an event for the agent now (an MCP server's changed tool list); only
     # the kinds of NOTABLE (see noted)
     note: Callable[..., Any] | None = field(default=None, repr=False)
+    # the agent's long-term memories (stead.memories.access.Access): given to the
+    # memory tools' calls only
+    memories: Any = field(default=None, repr=False)
 
     def check_lease(self) -> None:
         """Raise :class:`~stead.errors.StaleEpoch` if this worker lost the agent's lease.

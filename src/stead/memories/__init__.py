@@ -1,0 +1,10 @@
+"""Long-term memories: saved by an agent or a person, recalled by meaning.
+
+:mod:`.vectors` checks and packs what an embedder answers; :mod:`.embedders`
+holds the offline embedder and the choice of one for an agent;
+:mod:`.openai_embeddings` asks an OpenAI-compatible ``/embeddings`` endpoint;
+:mod:`.search` is exact top-k search over an owner's vectors; :mod:`.book` saves,
+recalls, corrects and forgets for one agent; :mod:`.tools` are the agent's tools;
+:mod:`.person` is what a person does, journaled. Rows live in the store
+(:mod:`stead.store.memory_rows`). See docs/guide/memories.md.
+"""
