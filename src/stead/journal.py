@@ -90,6 +90,11 @@ class Kind(enum.StrEnum):
     SCHEDULE_FIRED = "schedule_fired"
     # a new version of the agent's spec, applied by a person (see stead.upgrades)
     SPEC_UPGRADED = "spec_upgraded"
+    # long-term memories a person saved, corrected or forgot (see stead.memories;
+    # an agent's own saves and recalls are its tool calls); records only: no fold
+    MEMORY_SAVED = "memory_saved"
+    MEMORY_CORRECTED = "memory_corrected"
+    MEMORY_FORGOTTEN = "memory_forgotten"
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,12 +35,15 @@ SAVE_SHARED = "save_shared"
 
 
 def shared_rights(grants: Mapping[str, Mapping[str, Any]], now: float) -> tuple[bool, bool]:
-    """Whether live grants let the agent recall, and save to, its tenant's shared memory."""
-    live = list(grants.values())
-    return (
-        any(allows(g, RECALL_SHARED, {}, now) is None for g in live),
-        any(allows(g, SAVE_SHARED, {}, now) is None for g in live),
-    )
+    """Whether live grants let the agent recall, and save to, its tenant's shared
+    memory: grants of exactly these names (as for the network, no pattern such as
+    ``*`` opens what other agents wrote, or lets this one write for them)."""
+
+    def held(name: str) -> bool:
+        return any(g.get("tool") == name and allows(g, name, {}, now) is None
+                   for g in grants.values())  # fmt: skip
+
+    return held(RECALL_SHARED), held(SAVE_SHARED)
 
 
 def text_of(value: Any, what: str = "text") -> str:

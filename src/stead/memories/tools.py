@@ -27,7 +27,8 @@ def _access(ctx: ToolContext) -> Access:
     return access
 
 
-@tool(effect="idempotent")
+# its result (an id, a source, a digest) is the system's data, not a third party's
+@tool(effect="idempotent", trusted=True)
 def save_memory(text: str, ctx: ToolContext, shared: bool = False) -> dict[str, Any]:
     """Save a fact to long-term memory, to recall by meaning in later sessions.
     With shared=true it goes to the memory the tenant's agents share (needs a grant)."""
