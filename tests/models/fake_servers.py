@@ -303,3 +303,13 @@ def anthropic_stream(answer: dict[str, Any]) -> Iterator[bytes]:
     yield sse({"type": "message_delta", "delta": delta,
                "usage": {"output_tokens": usage["output_tokens"]}}, "message_delta")  # fmt: skip
     yield sse({"type": "message_stop"}, "message_stop")
+
+
+# -- OpenAI embeddings ---------------------------------------------------------------
+
+
+def openai_embeddings(vectors: list[list[float]], model: str = "text-embedding-3-small") -> Reply:
+    """An embeddings answer as OpenAI's ``POST /v1/embeddings`` (and Ollama's, vLLM's) gives it."""
+    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    usage = {"prompt_tokens": 8 * len(vectors), "total_tokens": 8 * len(vectors)}
+    return Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
