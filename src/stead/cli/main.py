@@ -45,6 +45,7 @@ from . import (
     inspect,
     integrity,
     mcp,
+    memories,
     models,
     schedule,
     secret,
@@ -69,6 +70,7 @@ _ID_ARGS = (
     "goal_id",
     "agent",
     "schedule_id",
+    "memory_id",
 )
 
 
@@ -109,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule.register(sub, common)
     spec.register(sub, common)
     upgrade.register(sub, common)
+    memories.register(sub, common)
     return parser
 
 

@@ -8,3 +8,19 @@ recalls, corrects and forgets for one agent; :mod:`.tools` are the agent's tools
 :mod:`.person` is what a person does, journaled. Rows live in the store
 (:mod:`stead.store.memory_rows`). See docs/guide/memories.md.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Memories"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported when asked for: the memory tools load this package with the tools,
+    # before the runtime's modules that the person's side uses
+    if name == "Memories":
+        from .person import Memories
+
+        return Memories
+    raise AttributeError(name)

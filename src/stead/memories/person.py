@@ -22,6 +22,7 @@ from ..models.registry import effective_spec, model_for
 from ..store.memory_rows import SHARED, MemoryRow
 from .access import rows_of
 from .book import Book, digest
+from .search import Found
 from .embedders import HashEmbedder, embedder_for
 
 if TYPE_CHECKING:
@@ -107,3 +108,32 @@ def forget(rt: Runtime, agent_id: str, memory_id: str) -> MemoryRow:
 def listed(rt: Runtime, agent_id: str) -> list[MemoryRow]:
     """The agent's memories and its tenant's shared ones, oldest first."""
     return book_for(rt, agent_id).list()
+
+
+class Memories:
+    """A person's view of agents' long-term memories, through a runtime (and its
+    tenant): ``Memories(rt).add(agent_id, "text")``. Every change is journaled on
+    the agent with who made it (:meth:`Runtime.person`)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def list(self, agent_id: str) -> list[MemoryRow]:
+        """The agent's memories and its tenant's shared ones, oldest first."""
+        return listed(self.rt, agent_id)
+
+    def add(self, agent_id: str, text: str, *, shared: bool = False) -> MemoryRow:
+        """Save a memory the person wrote (``shared``: the tenant's shared memory)."""
+        return add(self.rt, agent_id, text, shared=shared)
+
+    def correct(self, agent_id: str, memory_id: str, text: str) -> MemoryRow:
+        """Replace a memory's text; the person's from now on."""
+        return correct(self.rt, agent_id, memory_id, text)
+
+    def forget(self, agent_id: str, memory_id: str) -> MemoryRow:
+        """Erase a memory's text and vector."""
+        return forget(self.rt, agent_id, memory_id)
+
+    def recall(self, agent_id: str, query: str, k: int = 5) -> list[Found]:
+        """What the agent would recall for ``query`` (shared memories included)."""
+        return book_for(self.rt, agent_id).recall(query, k, shared=True)
