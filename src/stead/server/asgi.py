@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from .. import __version__
 from . import api_governance, api_lifecycle, api_schedules, api_upgrades, api_webhooks, web
+from . import api_memories
 from .api import ENDPOINTS
 from .app import Endpoint, Server, make_app
 from .openapi import document
@@ -39,6 +40,7 @@ def endpoints() -> list[Endpoint]:
         *api_webhooks.ENDPOINTS,
         *api_schedules.ENDPOINTS,
         *api_upgrades.ENDPOINTS,
+        *api_memories.ENDPOINTS,
         STREAM,
     ]
 
