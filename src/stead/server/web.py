@@ -44,6 +44,7 @@ from ..integrity.clearing import cleared
 from ..integrity.inbox import explained, origin_text, plural, waited_text
 from ..journal import Kind
 from ..notify import hooks
+from ..memories.person import Memories
 from ..schedules import Schedules
 from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status
@@ -260,6 +261,8 @@ def routes(server: Server) -> list[Route]:
                      can_cancel=auth.allows(token.role, "operate") and not state.is_final,
                      can_delete=auth.allows(token.role, "govern"),
                      versions=history(rt.store, agent_id),
+                     memories=[m.to_json() for m in Memories(rt).list(agent_id)],
+                     can_forget=auth.allows(token.role, "operate"),
                      now=rt.clock.now())  # fmt: skip
 
     def event(request: Request, session: Session, token: TokenRecord) -> Response:
@@ -344,6 +347,11 @@ def routes(server: Server) -> list[Route]:
                          session=session)  # fmt: skip
         return RedirectResponse("/schedules", status_code=303)
 
+    def forget(request: Request, session: Session, token: TokenRecord) -> Response:
+        agent_id, memory_id = request.path_params["agent_id"], request.path_params["memory_id"]
+        Memories(server.runtime(token)).forget(agent_id, memory_id)
+        return RedirectResponse(f"/agents/{quote(agent_id)}#memories", status_code=303)
+
     def logout(request: Request, session: Session, token: TokenRecord) -> Response:
         sessions.close(request.cookies.get(COOKIE, ""))
         gone = RedirectResponse("/login", status_code=303)
@@ -383,6 +391,11 @@ def routes(server: Server) -> list[Route]:
         Route(
             "/schedules/{schedule_id}/{change:str}",
             page(schedule_change, post=True, needs=("operate", "pause or resume schedules")),
+            methods=["POST"],
+        ),
+        Route(
+            "/agents/{agent_id}/memories/{memory_id}/forget",
+            page(forget, post=True, needs=("operate", "forget memories")),
             methods=["POST"],
         ),
         Route("/logout", page(logout, post=True), methods=["POST"]),
