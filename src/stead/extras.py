@@ -20,6 +20,7 @@ EXTRAS = {
     "otel": "traces and metrics over OpenTelemetry",
     "mcp": "tools from MCP servers",
     "inflight": "thousands of agents in flight per worker",
+    "memory": "fast recall of long-term memories (numpy)",
 }
 """Each extra, and what it brings."""
 

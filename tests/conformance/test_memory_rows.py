@@ -36,7 +36,11 @@ def test_a_memory_reads_back_as_stored_and_only_in_its_tenant(store: Store) -> N
     got = r.get_memory("t1", "mem_1")
     assert got is not None and got.changed == 1
     assert (got.text, got.source, got.provenance, got.vector) == (
-        "a fact", "model", {"call_id": "c1"}, pack([1.0, 0.0, 0.0]))
+        "a fact",
+        "model",
+        {"call_id": "c1"},
+        pack([1.0, 0.0, 0.0]),
+    )
     assert r.get_memory("t2", "mem_1") is None
     assert r.list_memories("t2", ["ag_1"]) == []
     assert [m.memory_id for m in r.list_memories("t1", ["ag_1"])] == ["mem_1"]
@@ -113,8 +117,11 @@ def test_a_book_saves_recalls_corrects_and_forgets(store: Store) -> None:
     (best, *_) = book.recall("which server is staging", 1)
     assert best.row.text == "the staging server is db-7"
     old, new = book.correct(best.row.memory_id, "the staging server is db-9", by="ann")
-    assert (old.text, new.text, new.source) == ("the staging server is db-7",
-                                                "the staging server is db-9", "person")
+    assert (old.text, new.text, new.source) == (
+        "the staging server is db-7",
+        "the staging server is db-9",
+        "person",
+    )
     assert book.recall("which server is staging", 1)[0].row.text.endswith("db-9")
     book.forget(best.row.memory_id)
     assert [m.text for m in book.list()] == ["invoices are due on the 5th"]

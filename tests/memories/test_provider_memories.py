@@ -50,7 +50,8 @@ def test_a_provider_agent_saves_and_recalls_with_the_providers_embeddings(
     rt = runtime(tmp_path)
     agent_id = provider_agent(rt, tmp_path, "openai", server.url, KEY, name="helper",
                               instructions="Remember what matters.",
-                              tools=["save_memory", "recall_memories"], on_text="refuse")  # fmt: skip
+                              tools=["save_memory", "recall_memories"],
+                              on_text="refuse")  # fmt: skip
     serve(server, [
         tool_answer("openai", ("save_memory", {"text": "the deploy window is Tuesday 14:00"})),
         tool_answer("openai", ("save_memory", {"text": "lunch is at noon"})),
@@ -61,7 +62,9 @@ def test_a_provider_agent_saves_and_recalls_with_the_providers_embeddings(
     assert state.status == "completed", state.status_reason
     asked = [s for s in server.seen if s.path.endswith("/embeddings")]
     assert [s.body["input"] for s in asked] == [
-        ["the deploy window is Tuesday 14:00"], ["lunch is at noon"], ["when is the deploy window"]
+        ["the deploy window is Tuesday 14:00"],
+        ["lunch is at noon"],
+        ["when is the deploy window"],
     ]
     assert all(s.body["model"] == "text-embedding-3-small" for s in asked)
     assert all(s.headers["authorization"] == f"Bearer {KEY}" for s in asked)

@@ -47,6 +47,7 @@ TABLES = {
     "schema_migrations", "secrets", "signals", "snapshots",
     "webhooks", "webhook_outbox", "webhook_attempts", "store_history", "schedules",
     "schedule_firings",
+    "memories",
 }  # fmt: skip
 
 Raw = psycopg.Connection[tuple[Any, ...]]

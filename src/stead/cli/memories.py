@@ -54,8 +54,8 @@ def _print(rows: list[dict[str, Any]]) -> None:
         err.print("no memories")
     for r in rows:
         score = f" {r['score']:.3f}" if "score" in r else ""
-        out.print(f"{r['memory_id']}{score} [{r['source']}] {r['owner']} "
-                  f"{iso(r['changed_at'])}: {r['text']}", markup=False, highlight=False)  # fmt: skip
+        line = f"{r['memory_id']}{score} [{r['source']}] {r['owner']} {iso(r['changed_at'])}"
+        out.print(f"{line}: {r['text']}", markup=False, highlight=False)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

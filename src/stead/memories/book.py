@@ -132,7 +132,9 @@ class Book:
         """The ``k`` memories nearest ``query``: the agent's, and the shared ones too
         with ``shared``."""
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_RECALLED:
-            raise UsageError(f"recall at most {MAX_RECALLED} memories at once (k = 1..{MAX_RECALLED})")
+            raise UsageError(
+                f"recall at most {MAX_RECALLED} memories at once (k = 1..{MAX_RECALLED})"
+            )
         query = text_of(query, "query")
         owners = [self.agent_id, *([self._owner(True, saving=False)] if shared else [])]
         (vector,) = self.embedder.embed([query])
@@ -142,7 +144,9 @@ class Book:
         """One memory the agent may see, or :class:`NotFound`."""
         row = self.rows.get_memory(self.tenant, check_id(memory_id, "memory id"))
         if row is None or row.owner not in (self.agent_id, SHARED):
-            raise NotFound(f"no memory {memory_id} for agent {self.agent_id}; stead memories list shows them")
+            raise NotFound(
+                f"no memory {memory_id} for agent {self.agent_id}; stead memories list shows them"
+            )
         return row
 
     def correct(self, memory_id: str, text: str, *, by: str) -> tuple[MemoryRow, MemoryRow]:

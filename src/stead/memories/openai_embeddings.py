@@ -42,10 +42,10 @@ class OpenAIEmbeddings:
         out: list[bytes] = []
         for start in range(0, len(texts), MAX_BATCH):
             batch = list(texts[start : start + MAX_BATCH])
-            answer = self._poster.post_beside(
-                "/embeddings", {"model": self.model, "input": batch}
+            answer = self._poster.post_beside("/embeddings", {"model": self.model, "input": batch})
+            packed = checked(
+                _vectors(answer, self._where), len(batch), self._dimension, self._where
             )
-            packed = checked(_vectors(answer, self._where), len(batch), self._dimension, self._where)
             self._dimension = len(packed[0]) // 4
             out += packed
         return out

@@ -13,6 +13,7 @@ only their own tenant's agents, and through them only that tenant's memories.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +23,8 @@ from ..models.registry import effective_spec, model_for
 from ..store.memory_rows import SHARED, MemoryRow
 from .access import rows_of
 from .book import Book, digest
-from .search import Found
 from .embedders import HashEmbedder, embedder_for
+from .search import Found
 
 if TYPE_CHECKING:
     from ..runtime.runtime import Runtime
@@ -134,6 +135,6 @@ class Memories:
         """Erase a memory's text and vector."""
         return forget(self.rt, agent_id, memory_id)
 
-    def recall(self, agent_id: str, query: str, k: int = 5) -> list[Found]:
+    def recall(self, agent_id: str, query: str, k: int = 5) -> builtins.list[Found]:
         """What the agent would recall for ``query`` (shared memories included)."""
         return book_for(self.rt, agent_id).recall(query, k, shared=True)

@@ -90,7 +90,9 @@ class ExactIndex:
                 top = np.arange(len(scores))
             return [Found(loaded.rows[int(i)], float(scores[int(i)])) for i in top]
         q = unpack(query)
-        scored = ((sum(a * b for a, b in zip(v, q, strict=True)), i) for i, v in enumerate(loaded.matrix))
+        scored = (
+            (sum(a * b for a, b in zip(v, q, strict=True)), i) for i, v in enumerate(loaded.matrix)
+        )
         return [Found(loaded.rows[i], s) for s, i in heapq.nlargest(k, scored)]
 
 

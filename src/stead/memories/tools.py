@@ -42,7 +42,12 @@ def save_memory(text: str, ctx: ToolContext, shared: bool = False) -> dict[str, 
         shared=shared,
         memory_id=derived_id(ctx.tenant, ctx.agent_id, ctx.idempotency_key),
     )
-    return {"memory_id": row.memory_id, "source": source, "shared": shared, "digest": digest(row.text)}
+    return {
+        "memory_id": row.memory_id,
+        "source": source,
+        "shared": shared,
+        "digest": digest(row.text),
+    }
 
 
 @tool(effect="read_only", untrusted=("untrusted",))

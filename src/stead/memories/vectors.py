@@ -30,9 +30,7 @@ def checked(answer: Any, count: int, dimension: int | None, where: str) -> list[
     packed: list[bytes] = []
     for i, vector in enumerate(answer):
         if not isinstance(vector, list) or not 0 < len(vector) <= MAX_DIMENSION:
-            raise ModelError(
-                f"{where}: vector {i} is not a list of 1 to {MAX_DIMENSION} numbers"
-            )
+            raise ModelError(f"{where}: vector {i} is not a list of 1 to {MAX_DIMENSION} numbers")
         if dimension is not None and len(vector) != dimension:
             raise ModelError(
                 f"{where}: vector {i} has {len(vector)} dimensions, not {dimension}; "

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import random
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -139,7 +140,7 @@ class ProviderModel:
             max_retries=self.options.max_retries,
             rng=self._rng,
             timeout=self.options.timeout,
-            **({"sleep": self._sleep} if self._sleep is not None else {}),
+            sleep=self._sleep or time.sleep,
         ).body
 
     def close(self) -> None:

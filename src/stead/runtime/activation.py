@@ -43,9 +43,9 @@ from ..integrity.anchoring import Anchoring
 from ..integrity.completion import Certifier, Verifier
 from ..integrity.loading import spec_tools
 from ..integrity.provenance import FlowTracer, journaled_output
-from ..memories.access import access_for
 from ..integrity.watch import Watch
 from ..journal import Event, NewEvent, seal
+from ..memories.access import access_for
 from ..models.base import Decision, Model, RenderedContext
 from ..ports import Messenger
 from ..redaction import Redactor

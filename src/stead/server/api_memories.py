@@ -41,7 +41,9 @@ def recall_memories(call: Call) -> Any:
 @one_agent
 def add_memory(call: Call) -> Any:
     shared = bool(call.body.get("shared", False))
-    return Memories(call.rt).add(call.params["agent_id"], call.body["text"], shared=shared).to_json()
+    return (
+        Memories(call.rt).add(call.params["agent_id"], call.body["text"], shared=shared).to_json()
+    )
 
 
 @one_agent

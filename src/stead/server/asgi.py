@@ -16,8 +16,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .. import __version__
-from . import api_governance, api_lifecycle, api_schedules, api_upgrades, api_webhooks, web
-from . import api_memories
+from . import (
+    api_governance,
+    api_lifecycle,
+    api_memories,
+    api_schedules,
+    api_upgrades,
+    api_webhooks,
+    web,
+)
 from .api import ENDPOINTS
 from .app import Endpoint, Server, make_app
 from .openapi import document

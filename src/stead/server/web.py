@@ -43,8 +43,8 @@ from ..integrity.certificates import journaled_certificate
 from ..integrity.clearing import cleared
 from ..integrity.inbox import explained, origin_text, plural, waited_text
 from ..journal import Kind
-from ..notify import hooks
 from ..memories.person import Memories
+from ..notify import hooks
 from ..schedules import Schedules
 from ..snapshots import retention
 from ..store.shown import QUEUED, QUEUED_REASON, shown_status

@@ -204,7 +204,11 @@ class InMemoryMemoryRows(MemoryRows):
     def memory_stamp(self, tenant: str, owner: str) -> int:
         with self._memory_lock:
             return max(
-                (r.changed for r in self._memories.values() if (r.tenant, r.owner) == (tenant, owner)),
+                (
+                    r.changed
+                    for r in self._memories.values()
+                    if (r.tenant, r.owner) == (tenant, owner)
+                ),
                 default=0,
             )
 
@@ -245,9 +249,7 @@ class SqlMemoryRows(MemoryRows):
             values = (row.tenant, row.owner, _body(row), row.embedder, row.vector, changed)
             if old is None:
                 db.execute(
-                    self._q(
-                        f"INSERT INTO memories ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)"
-                    ),
+                    self._q(f"INSERT INTO memories ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)"),
                     (row.memory_id, *values),
                 )
             else:

@@ -103,6 +103,7 @@ from .base import (
 )
 from .deletion import SqlDeletion
 from .history import HistoryEntry
+from .memory_rows import SqlMemoryRows
 from .postgres_migrations import (
     INDEXED_KINDS,
     INDEXED_SQL,
@@ -114,7 +115,6 @@ from .postgres_migrations import (
     recorded_version,
 )
 from .postgres_rows import PostgresRows, put_anchor, retried
-from .memory_rows import SqlMemoryRows
 from .schedule_rows import SqlScheduleRows
 from .statements import (
     POSTGRES,

@@ -95,6 +95,5 @@ def _check_room(ctx: ToolContext, path: str, size: int, quota: int) -> None:
 from ..memories.tools import recall_memories, save_memory  # noqa: E402
 
 BUILTINS = {
-    f.__name__: f
-    for f in (read_file, write_file, list_files, shell, save_memory, recall_memories)
+    f.__name__: f for f in (read_file, write_file, list_files, shell, save_memory, recall_memories)
 }
