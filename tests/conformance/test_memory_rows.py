@@ -127,3 +127,71 @@ def test_a_book_saves_recalls_corrects_and_forgets(store: Store) -> None:
     assert [m.text for m in book.list()] == ["invoices are due on the 5th"]
     with pytest.raises(UsageError):
         book.save("x" * 5000, "model", by="agent:ag_1")
+
+
+def test_rows_since_a_count_are_the_writes_after_it_in_order(store: Store) -> None:
+    r = rows(store)
+    r.put_memory(row("mem_1"))
+    r.put_memory(row("mem_2"))
+    r.put_memory(row("mem_1", text="again"))
+    r.forget_memory("t1", "mem_2", 20.0)
+    since = r.memories_since("t1", "ag_1", 1)
+    assert [(m.memory_id, m.changed, m.forgotten) for m in since] == [
+        ("mem_1", 3, False), ("mem_2", 4, True)]  # fmt: skip
+    assert since[0].text == "again" and since[0].vector == pack([1.0, 0.0, 0.0])
+    assert since[1].text == "" and since[1].vector == b""
+    assert r.memories_since("t2", "ag_1", 0) == []
+
+
+def test_concurrent_writers_get_distinct_counts(store: Store) -> None:
+    import threading
+
+    r = rows(store)
+    threads = [threading.Thread(target=r.put_memory, args=(row(f"mem_{i}"),)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    counts = sorted(m.changed for m in r.memories_since("t1", "ag_1", 0))
+    assert counts == list(range(1, 9))
+
+
+def test_a_search_sees_writes_made_through_another_index(store: Store) -> None:
+    r = rows(store)
+    first, second = ExactIndex(r), ExactIndex(r)  # two processes' caches, say
+    query = pack([0.0, 1.0, 0.0])
+    r.put_memory(row("mem_1", vector=[1.0, 0.0, 0.0]))
+    assert [f.row.memory_id for f in first.search("t1", ["ag_1"], "test:3", query, 3)] == ["mem_1"]
+    r.put_memory(row("mem_2", vector=[0.0, 1.0, 0.0]))
+    r.put_memory(row("mem_1", vector=[0.0, 0.0, 1.0], text="moved"))
+    second.search("t1", ["ag_1"], "test:3", query, 3)
+    found = first.search("t1", ["ag_1"], "test:3", query, 3)
+    assert [(f.row.memory_id, round(f.score, 3)) for f in found] == [("mem_2", 1.0), ("mem_1", 0.0)]
+    assert found[1].row.text == "moved"
+    r.forget_memory("t1", "mem_2", 30.0)
+    assert [f.row.memory_id for f in first.search("t1", ["ag_1"], "test:3", query, 3)] == ["mem_1"]
+
+
+@pytest.mark.parametrize("numpy", [True, False])
+def test_search_agrees_with_and_without_numpy(
+    store: Store, numpy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    from stead.memories import search
+
+    monkeypatch.setattr(search, "HAVE_NUMPY", numpy and search.HAVE_NUMPY)
+    rng = random.Random(5)
+    r = rows(store)
+    vectors = {f"mem_{i:03d}": [rng.gauss(0, 1) for _ in range(8)] for i in range(60)}
+    for mid, v in vectors.items():
+        r.put_memory(MemoryRow(mid, "t1", "ag_1", mid, "model", "e:8", pack(v)))
+    query = [rng.gauss(0, 1) for _ in range(8)]
+    found = ExactIndex(r).search("t1", ["ag_1"], "e:8", pack(query), 7)
+
+    def cosine(v: list[float]) -> float:
+        dot = sum(a * b for a, b in zip(v, query, strict=True))
+        return dot / (sum(a * a for a in v) ** 0.5 * sum(b * b for b in query) ** 0.5)
+
+    best = sorted(vectors, key=lambda m: -cosine(vectors[m]))[:7]
+    assert [f.row.memory_id for f in found] == best

@@ -5,10 +5,14 @@ numpy (the ``memory`` extra) an owner's vectors are one float32 matrix and a
 search is one matrix-vector product and a partial sort; without it, plain
 Python compares them one by one (correct, and slow past a few thousand).
 
-A process keeps each owner's matrix while the store says it is current: the
-store's ``changed`` count for the owner (:meth:`MemoryRows.memory_stamp`, one
-indexed read) is the same as when it was loaded. Any write, from this process
-or another, raises the count, and the next search loads the rows again.
+A process keeps each owner's matrix and keeps it current from the store: every
+write to an owner's memories raises its ``changed`` count
+(:meth:`~stead.store.memory_rows.MemoryRows.memory_stamp`, one indexed read
+before each search), and the rows written since the count the matrix holds are
+read and applied (:meth:`~stead.store.memory_rows.MemoryRows.memories_since`):
+a new memory is appended (the matrix grows by doubling), a corrected one
+replaced in place, a forgotten one masked. So a write from this process or any
+other is seen by the next search, at the cost of the rows it wrote.
 """
 
 from __future__ import annotations
@@ -35,82 +39,108 @@ class Found:
     score: float
 
 
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    stamp: int
-    rows: tuple[MemoryRow, ...]
-    matrix: Any  # numpy float32 (n, d), or the vectors as tuples
+class _Owner:
+    """One owner's memories of one vector space and width, as a matrix (or lists)."""
+
+    def __init__(self, width: int, numpy: bool) -> None:
+        self.width = width  # bytes per vector
+        self.numpy = numpy
+        self.stamp = 0
+        self.rows: list[MemoryRow] = []
+        self.live: list[bool] = []
+        self.at: dict[str, int] = {}
+        self.vectors: list[tuple[float, ...]] = []
+        self.matrix: Any = None  # numpy (capacity, dim), rows past len(self.rows) unused
+        self.mask: Any = None  # numpy bool (capacity,): False for a forgotten row
+
+    def apply(self, row: MemoryRow, embedder: str) -> None:
+        usable = not row.forgotten and row.embedder == embedder and len(row.vector) == self.width
+        i = self.at.get(row.memory_id)
+        if i is None:
+            if not usable:
+                return
+            i = self.at[row.memory_id] = len(self.rows)
+            self.rows.append(row)
+            self.live.append(True)
+            self._grow(i + 1)
+        self.rows[i], self.live[i] = replace(row, vector=b""), usable
+        if self.numpy:
+            self.mask[i] = usable
+            if usable:
+                import numpy as np
+
+                self.matrix[i] = np.frombuffer(row.vector, dtype="<f4")
+        elif usable:
+            self.vectors[i] = unpack(row.vector)
+
+    def _grow(self, size: int) -> None:
+        if not self.numpy:
+            self.vectors.append(())
+            return
+        import numpy as np
+
+        capacity = 0 if self.matrix is None else len(self.matrix)
+        if size <= capacity:
+            return
+        bigger = max(1024, capacity * 2)
+        matrix = np.zeros((bigger, self.width // 4), dtype="<f4")
+        mask = np.zeros(bigger, dtype=bool)
+        if self.matrix is not None:
+            matrix[:capacity], mask[:capacity] = self.matrix, self.mask
+        self.matrix, self.mask = matrix, mask
+
+    def search(self, query: bytes, k: int) -> list[Found]:
+        n = len(self.rows)
+        if n == 0:
+            return []
+        if self.numpy:
+            import numpy as np
+
+            scores = self.matrix[:n] @ np.frombuffer(query, dtype="<f4")
+            scores[~self.mask[:n]] = -np.inf
+            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+            return [Found(self.rows[i], float(scores[i])) for i in map(int, top) if self.live[i]]
+        q = unpack(query)
+        scored = (
+            (sum(a * b for a, b in zip(v, q, strict=True)), i)
+            for i, v in enumerate(self.vectors)
+            if self.live[i]
+        )
+        return [Found(self.rows[i], s) for s, i in heapq.nlargest(k, scored)]
 
 
 class ExactIndex:
-    """Exact search over a store's memory rows, with each owner's vectors cached."""
+    """Exact search over a store's memory rows, each owner's vectors kept current."""
 
     def __init__(self, rows: MemoryRows) -> None:
         self._rows = rows
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str, str], _Loaded] = {}
+        self._owners: dict[tuple[str, str, str, int], _Owner] = {}
 
     def search(
         self, tenant: str, owners: Sequence[str], embedder: str, query: bytes, k: int
     ) -> list[Found]:
         """The ``k`` memories of ``owners`` (in ``tenant``) nearest ``query``, nearest
-        first, among those made by ``embedder`` with its dimension."""
+        first, among those made by ``embedder`` with the query's width."""
+        if k <= 0:
+            return []
         found: list[Found] = []
         for owner in owners:
-            found += self._one(self._loaded(tenant, owner, embedder, len(query)), query, k)
+            stamp = self._rows.memory_stamp(tenant, owner)
+            with self._lock:  # one search or update of an owner's matrix at a time
+                held = self._owners.setdefault(
+                    (tenant, owner, embedder, len(query)), _Owner(len(query), HAVE_NUMPY)
+                )
+                if stamp < held.stamp:  # the store is older than what was read (a restore)
+                    held = self._owners[(tenant, owner, embedder, len(query))] = _Owner(
+                        len(query), HAVE_NUMPY
+                    )
+                if held.stamp != stamp:
+                    for row in self._rows.memories_since(tenant, owner, held.stamp):
+                        held.apply(row, embedder)
+                        held.stamp = max(held.stamp, row.changed)
+                found += held.search(query, k)
         return sorted(found, key=lambda f: (-f.score, f.row.memory_id))[:k]
-
-    def _loaded(self, tenant: str, owner: str, embedder: str, size: int) -> _Loaded:
-        key = (tenant, owner, embedder)
-        stamp = self._rows.memory_stamp(tenant, owner)
-        with self._lock:
-            held = self._cache.get(key)
-        if held is not None and held.stamp == stamp and _width(held) in (0, size):
-            return held
-        rows = [
-            r
-            for r in self._rows.list_memories(tenant, [owner], vectors=True)
-            if r.embedder == embedder and len(r.vector) == size
-        ]
-        loaded = _Loaded(stamp, tuple(replace(r, vector=b"") for r in rows), _matrix(rows))
-        with self._lock:
-            self._cache[key] = loaded
-        return loaded
-
-    def _one(self, loaded: _Loaded, query: bytes, k: int) -> list[Found]:
-        if not loaded.rows or k <= 0:
-            return []
-        if HAVE_NUMPY:
-            import numpy as np
-
-            scores = loaded.matrix @ np.frombuffer(query, dtype="<f4")
-            if k < len(scores):
-                top = np.argpartition(-scores, k - 1)[:k]
-            else:
-                top = np.arange(len(scores))
-            return [Found(loaded.rows[int(i)], float(scores[int(i)])) for i in top]
-        q = unpack(query)
-        scored = (
-            (sum(a * b for a, b in zip(v, q, strict=True)), i) for i, v in enumerate(loaded.matrix)
-        )
-        return [Found(loaded.rows[i], s) for s, i in heapq.nlargest(k, scored)]
-
-
-def _width(loaded: _Loaded) -> int:
-    if not loaded.rows:
-        return 0
-    return int(loaded.matrix.shape[1]) * 4 if HAVE_NUMPY else len(loaded.matrix[0]) * 4
-
-
-def _matrix(rows: Sequence[MemoryRow]) -> Any:
-    if HAVE_NUMPY:
-        import numpy as np
-
-        if not rows:
-            return np.zeros((0, 0), dtype="<f4")
-        flat = np.frombuffer(b"".join(r.vector for r in rows), dtype="<f4")
-        return flat.reshape(len(rows), len(rows[0].vector) // 4)
-    return [unpack(r.vector) for r in rows]
 
 
 _INDEXES: weakref.WeakKeyDictionary[MemoryRows, ExactIndex] = weakref.WeakKeyDictionary()
@@ -118,7 +148,7 @@ _INDEXES_LOCK = threading.Lock()
 
 
 def index_of(rows: MemoryRows) -> ExactIndex:
-    """The one index of a store in this process (its cache shared by its users)."""
+    """The one index of a store in this process (its matrices shared by its users)."""
     with _INDEXES_LOCK:
         found = _INDEXES.get(rows)
         if found is None:

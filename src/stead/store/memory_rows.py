@@ -157,6 +157,11 @@ class MemoryRows(abc.ABC):
     def memory_stamp(self, tenant: str, owner: str) -> int:
         """The highest ``changed`` of the owner's memories (0: none ever)."""
 
+    @abc.abstractmethod
+    def memories_since(self, tenant: str, owner: str, after: int) -> list[MemoryRow]:
+        """The owner's memories written after ``changed`` = ``after``, with their
+        vectors, forgotten ones too (no text, no vector), in the order written."""
+
 
 class InMemoryMemoryRows(MemoryRows):
     """:class:`MemoryRows` in a dict, for the memory store."""
@@ -200,6 +205,12 @@ class InMemoryMemoryRows(MemoryRows):
                 row, text="", vector=b"", forgotten=True, changed=changed, changed_at=at
             )
             return row
+
+    def memories_since(self, tenant: str, owner: str, after: int) -> list[MemoryRow]:
+        with self._memory_lock:
+            found = [r for r in self._memories.values()
+                     if (r.tenant, r.owner) == (tenant, owner) and r.changed > after]  # fmt: skip
+        return sorted(found, key=lambda r: r.changed)
 
     def memory_stamp(self, tenant: str, owner: str) -> int:
         with self._memory_lock:
@@ -245,6 +256,7 @@ class SqlMemoryRows(MemoryRows):
                 self._q(f"SELECT {_COLUMNS} FROM memories WHERE memory_id = ?"), (row.memory_id,)
             ).fetchone()
             _check_put(None if old is None else _row(old, False), row)
+            self._lock_owner(db, row.tenant, row.owner)
             changed = self._stamp(db, row.tenant, row.owner) + 1
             values = (row.tenant, row.owner, _body(row), row.embedder, row.vector, changed)
             if old is None:
@@ -302,6 +314,7 @@ class SqlMemoryRows(MemoryRows):
             if found is None:
                 return None
             row = _row(found, False)
+            self._lock_owner(db, tenant, row.owner)
             gone = replace(row, text="", changed_at=at)
             db.execute(
                 self._q(
@@ -315,6 +328,24 @@ class SqlMemoryRows(MemoryRows):
     def memory_stamp(self, tenant: str, owner: str) -> int:
         with self._token_read() as db:
             return self._stamp(db, tenant, owner)
+
+    def memories_since(self, tenant: str, owner: str, after: int) -> list[MemoryRow]:
+        with self._token_read() as db:
+            found = db.execute(
+                self._q(
+                    f"SELECT {_COLUMNS} FROM memories WHERE tenant = ? AND owner = ? "
+                    "AND changed > ? ORDER BY changed"
+                ),
+                (tenant, owner, after),
+            ).fetchall()
+        return [_row(r, True) for r in found]
+
+    def _lock_owner(self, db: Any, tenant: str, owner: str) -> None:
+        """Writers to one owner's memories, one at a time until each commits, so their
+        ``changed`` counts are distinct and become visible in order (a search that
+        read count N has seen every write up to N). SQLite has one writer already."""
+        if self._param == "%s":
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memories/{tenant}/{owner}",))
 
     def _stamp(self, db: Any, tenant: str, owner: str) -> int:
         found = db.execute(
