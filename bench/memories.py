@@ -122,7 +122,7 @@ def measure_python(dim: int, count: int, queries: int, folder: Path) -> dict[str
 
 def table(rows: list[dict[str, Any]], how: str) -> list[str]:
     lines = [
-        f"| search | dim | memories | first recall (ms) | warm median (ms) | warm p95 (ms) "
+        "| search | dim | memories | first recall (ms) | warm median (ms) | warm p95 (ms) "
         "| CPU per recall (ms) | after a write (ms) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]

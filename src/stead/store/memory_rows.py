@@ -345,7 +345,8 @@ class SqlMemoryRows(MemoryRows):
         ``changed`` counts are distinct and become visible in order (a search that
         read count N has seen every write up to N). SQLite has one writer already."""
         if self._param == "%s":
-            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memories/{tenant}/{owner}",))
+            key = f"memories/{tenant}/{owner}"
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
     def _stamp(self, db: Any, tenant: str, owner: str) -> int:
         found = db.execute(
