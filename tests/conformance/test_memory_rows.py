@@ -195,3 +195,17 @@ def test_search_agrees_with_and_without_numpy(
 
     best = sorted(vectors, key=lambda m: -cosine(vectors[m]))[:7]
     assert [f.row.memory_id for f in found] == best
+
+
+def test_deleting_an_agent_deletes_its_memories_and_no_one_else_s(store: Store) -> None:
+    from tests.conformance.test_store_conformance import T0, create
+
+    create(store, "ag_1")
+    create(store, "ag_2")
+    r = rows(store)
+    r.put_memory(row("mem_1", owner="ag_1"))
+    r.put_memory(row("mem_2", owner="ag_2"))
+    r.put_memory(row("mem_3", owner=SHARED))
+    store.delete_agent("ag_1", T0 + 1)
+    assert r.list_memories("t1", ["ag_1"]) == []
+    assert [m.memory_id for m in r.list_memories("t1", ["ag_2", SHARED])] == ["mem_2", "mem_3"]

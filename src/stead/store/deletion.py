@@ -2,7 +2,7 @@
 
 What is deleted is the agent's own: its record, journal and state, its lease,
 the secrets scoped to it alone, the signals waiting for it, its snapshots'
-rows and its anchor. Its tenant's secrets and policy, and every other agent,
+rows, its anchor and its long-term memories. Its tenant's secrets, shared memories and policy, and every other agent,
 stay. The content its workspace and snapshots kept is in the blob store,
 shared by content with other agents of its tenant: it is collected
 afterwards, once nothing refers to it (:mod:`stead.store.collect`).
@@ -51,6 +51,8 @@ class SqlDeletion:
                 refuse_if_held(Lease(agent_id, owner, int(epoch), float(expires_at)), now)
             for table in AGENT_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE agent_id = {mark}", (agent_id,))
+            # its long-term memories (stead.memories); its tenant's shared ones stay
+            db.execute(f"DELETE FROM memories WHERE owner = {mark}", (agent_id,))
 
 
 def _rows(db: Any, query: str, agent_id: str) -> list[tuple[Any, ...]]:

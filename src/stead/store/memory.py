@@ -289,6 +289,9 @@ class MemoryStore(
                 del self._secrets[key]
             for sid in [s for s, r in self._snapshots.items() if r.agent_id == agent_id]:
                 del self._snapshots[sid]
+            with self._memory_lock:  # its long-term memories; its tenant's shared ones stay
+                for mid in [m for m, r in self._memories.items() if r.owner == agent_id]:
+                    del self._memories[mid]
 
     def put_secret(self, tenant: str, agent_id: str, name: str, sealed: str, at: float) -> None:
         with self._lock:
