@@ -163,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         *table(fast, "exact, numpy"),
         *table(slow, "exact, plain Python")[2:],
         "",
+        "`first recall`: the first in a process, which loads the owner's vectors from the "
+        "store; `warm`: every later one (the owner's write count read, then the search); "
+        "`after a write`: a recall right after a save, which applies that one row. CPU time "
+        "can pass wall time: numpy's matrix product runs on both cores.",
+        "",
         "No vector extension was measured: this Python's `sqlite3` cannot load extensions "
         "(`enable_load_extension` is missing), so sqlite-vec cannot be used, and there is no "
         "pgvector package for this machine's PostgreSQL (15) in its apt sources. Exact search "
