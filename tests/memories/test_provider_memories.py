@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stead import Kind
-from stead.memories import person
+from stead.memories import Memories, person
 from stead.memories.embedders import HashEmbedder
 from stead.memories.vectors import unpack
 
@@ -76,4 +76,9 @@ def test_a_provider_agent_saves_and_recalls_with_the_providers_embeddings(
     listed = person.listed(rt, agent_id)
     assert {m.embedder for m in listed} == {f"openai:text-embedding-3-small@{server.url}"}
     assert KEY not in str([e.data for e in rt.store.read_events(agent_id)])
+    # a person's memory gets the provider's vector too, and the agent's recall finds it
+    row = Memories(rt).add(agent_id, "the on-call phone is 555-0100")
+    assert server.seen[-1].body["input"] == ["the on-call phone is 555-0100"]
+    found = Memories(rt).recall(agent_id, "who is on call, which phone", 1)
+    assert [f.row.memory_id for f in found] == [row.memory_id]
     rt.close()

@@ -101,13 +101,16 @@ class Book:
         provenance: Mapping[str, Any] | None = None,
         shared: bool = False,
         memory_id: str | None = None,
+        vector: bytes | None = None,
     ) -> MemoryRow:
-        """Save a memory (``memory_id``: the one a save run again writes)."""
+        """Save a memory (``memory_id``: the one a save run again writes; ``vector``:
+        its embedding, if asked for already)."""
         if source not in SOURCES:
             raise UsageError(f"a memory's source is one of {', '.join(SOURCES)}, not {source!r}")
         text = text_of(text)
         owner = self._owner(shared, saving=True)
-        (vector,) = self.embedder.embed([text])
+        if vector is None:
+            (vector,) = self.embedder.embed([text])
         now = self.clock.now()
         row = MemoryRow(
             memory_id=check_id(memory_id or new_id("mem", self.clock), "memory id"),
@@ -149,11 +152,14 @@ class Book:
             )
         return row
 
-    def correct(self, memory_id: str, text: str, *, by: str) -> tuple[MemoryRow, MemoryRow]:
+    def correct(
+        self, memory_id: str, text: str, *, by: str, vector: bytes | None = None
+    ) -> tuple[MemoryRow, MemoryRow]:
         """A person's new text for a memory: theirs now (``person``). Old and new."""
         old = self.get(memory_id)
         text = text_of(text)
-        (vector,) = self.embedder.embed([text])
+        if vector is None:
+            (vector,) = self.embedder.embed([text])
         new = replace(
             old,
             text=text,

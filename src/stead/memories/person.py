@@ -22,7 +22,7 @@ from ..journal import Kind, NewEvent
 from ..models.registry import effective_spec, model_for
 from ..store.memory_rows import SHARED, MemoryRow
 from .access import rows_of
-from .book import Book, digest
+from .book import Book, digest, text_of
 from .embedders import HashEmbedder, embedder_for
 from .search import Found
 
@@ -53,9 +53,12 @@ def add(rt: Runtime, agent_id: str, text: str, *, shared: bool = False) -> Memor
     """Save a memory a person wrote (the agent's, or its tenant's shared one)."""
     book, by = book_for(rt, agent_id), rt.person()
     saved: list[MemoryRow] = []
+    # asked before the lease is taken: the agent is not held while a service answers
+    (vector,) = book.embedder.embed([text_of(text)])
 
     def build(state: State) -> list[NewEvent]:
-        row = book.save(text, "person", by=by, provenance={"by": by}, shared=shared)
+        row = book.save(text, "person", by=by, provenance={"by": by}, shared=shared,
+                        vector=vector)  # fmt: skip
         saved.append(row)
         return [NewEvent(Kind.MEMORY_SAVED, {**_shown(row), "text": row.text, "by": by})]
 
@@ -72,9 +75,10 @@ def correct(rt: Runtime, agent_id: str, memory_id: str, text: str) -> MemoryRow:
     """A person's new text for a memory; it is the person's from now on."""
     book, by = book_for(rt, agent_id), rt.person()
     done: list[tuple[MemoryRow, MemoryRow]] = []
+    (vector,) = book.embedder.embed([text_of(text)])
 
     def build(state: State) -> list[NewEvent]:
-        old, new = book.correct(memory_id, text, by=by)
+        old, new = book.correct(memory_id, text, by=by, vector=vector)
         done.append((old, new))
         return [NewEvent(Kind.MEMORY_CORRECTED, {**_shown(new), "text": new.text, "by": by,
                                                  "was": {"digest": digest(old.text),
