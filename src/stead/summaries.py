@@ -98,6 +98,10 @@ def _summary(ev: Event) -> str:
         return str(d.get("summary", "")) + _answer_mark(d)
     if ev.kind.startswith("schedule_"):
         return _schedule_summary(ev.kind, d)
+    if ev.kind in ("memory_saved", "memory_corrected", "memory_forgotten"):
+        where = " (shared)" if d.get("shared") else ""
+        text = f": {_clip(str(d['text']))}" if "text" in d else ""
+        return f"{d.get('memory_id')}{where} [{d.get('source')}] by {d.get('by')}{text}"
     if ev.kind in ("input_received", "input_requested"):
         said = "the agent says: " if d.get("said") else ""
         return said + str(d.get("text", d.get("prompt", ""))) + _answer_mark(d)

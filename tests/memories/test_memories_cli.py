@@ -13,6 +13,7 @@ import yaml
 from stead import FakeClock, Kind, Runtime, parse_spec
 from stead.cli.main import main
 from stead.store.sqlite import SqliteStore
+from stead.summaries import summarize
 
 
 def stead(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tuple[int, Any]:
@@ -62,4 +63,8 @@ def test_a_person_edits_memories_from_the_command_line(
     saved, corrected, forgotten = Kind.MEMORY_SAVED, Kind.MEMORY_CORRECTED, Kind.MEMORY_FORGOTTEN
     assert [k for k, _ in kinds] == [saved, saved, corrected, forgotten]
     assert {by for _, by in kinds} == {"ann@ops"}
+    trace = [summarize(e) for e in rt.store.read_events(agent_id) if e.kind.startswith("memory_")]
+    assert trace[0] == f"{mid} [person] by ann@ops: backups run at 02:00"
+    assert trace[1].endswith("(shared) [person] by ann@ops: the wiki is at w.example")
+    assert trace[3] == f"{mid} [person] by ann@ops"  # forgotten: no text
     rt.close()
