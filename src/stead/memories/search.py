@@ -22,7 +22,7 @@ import importlib.util
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..store.memory_rows import MemoryRow, MemoryRows
@@ -53,6 +53,27 @@ class _Owner:
         self.matrix: Any = None  # numpy (capacity, dim), rows past len(self.rows) unused
         self.mask: Any = None  # numpy bool (capacity,): False for a forgotten row
 
+    def load(self, rows: Sequence[MemoryRow], embedder: str) -> None:
+        """The first rows of an empty owner, in one go (one matrix built at once)."""
+        if not self.numpy or self.rows:
+            for row in rows:
+                self.apply(row, embedder)
+            return
+        import numpy as np
+
+        kept = [r for r in rows
+                if not r.forgotten and r.embedder == embedder and len(r.vector) == self.width]  # fmt: skip
+        size = max(1024, len(kept) * 2)
+        self.matrix = np.zeros((size, self.width // 4), dtype="<f4")
+        self.mask = np.zeros(size, dtype=bool)
+        if kept:
+            flat = np.frombuffer(b"".join(r.vector for r in kept), dtype="<f4")
+            self.matrix[: len(kept)] = flat.reshape(len(kept), self.width // 4)
+            self.mask[: len(kept)] = True
+        self.rows = [_bare(r) for r in kept]
+        self.live = [True] * len(kept)
+        self.at = {r.memory_id: i for i, r in enumerate(kept)}
+
     def apply(self, row: MemoryRow, embedder: str) -> None:
         usable = not row.forgotten and row.embedder == embedder and len(row.vector) == self.width
         i = self.at.get(row.memory_id)
@@ -63,7 +84,7 @@ class _Owner:
             self.rows.append(row)
             self.live.append(True)
             self._grow(i + 1)
-        self.rows[i], self.live[i] = replace(row, vector=b""), usable
+        self.rows[i], self.live[i] = _bare(row), usable
         if self.numpy:
             self.mask[i] = usable
             if usable:
@@ -109,6 +130,13 @@ class _Owner:
         return [Found(self.rows[i], s) for s, i in heapq.nlargest(k, scored)]
 
 
+def _bare(row: MemoryRow) -> MemoryRow:
+    """``row`` without its vector (the matrix holds it), made faster than replace()."""
+    return MemoryRow(row.memory_id, row.tenant, row.owner, row.text, row.source, row.embedder,
+                     b"", row.provenance, row.made_by, row.made_at, row.changed_at,
+                     row.forgotten, row.changed)  # fmt: skip
+
+
 class ExactIndex:
     """Exact search over a store's memory rows, each owner's vectors kept current."""
 
@@ -136,9 +164,9 @@ class ExactIndex:
                         len(query), HAVE_NUMPY
                     )
                 if held.stamp != stamp:
-                    for row in self._rows.memories_since(tenant, owner, held.stamp):
-                        held.apply(row, embedder)
-                        held.stamp = max(held.stamp, row.changed)
+                    written = self._rows.memories_since(tenant, owner, held.stamp)
+                    held.load(written, embedder)
+                    held.stamp = max([held.stamp, *(r.changed for r in written)])
                 found += held.search(query, k)
         return sorted(found, key=lambda f: (-f.score, f.row.memory_id))[:k]
 
