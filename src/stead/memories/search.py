@@ -61,8 +61,7 @@ class _Owner:
             return
         import numpy as np
 
-        kept = [r for r in rows
-                if not r.forgotten and r.embedder == embedder and len(r.vector) == self.width]  # fmt: skip
+        kept = [r for r in rows if self._usable(r, embedder)]
         size = max(1024, len(kept) * 2)
         self.matrix = np.zeros((size, self.width // 4), dtype="<f4")
         self.mask = np.zeros(size, dtype=bool)
@@ -74,8 +73,11 @@ class _Owner:
         self.live = [True] * len(kept)
         self.at = {r.memory_id: i for i, r in enumerate(kept)}
 
+    def _usable(self, row: MemoryRow, embedder: str) -> bool:
+        return not row.forgotten and row.embedder == embedder and len(row.vector) == self.width
+
     def apply(self, row: MemoryRow, embedder: str) -> None:
-        usable = not row.forgotten and row.embedder == embedder and len(row.vector) == self.width
+        usable = self._usable(row, embedder)
         i = self.at.get(row.memory_id)
         if i is None:
             if not usable:
