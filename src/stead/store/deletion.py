@@ -2,10 +2,11 @@
 
 What is deleted is the agent's own: its record, journal and state, its lease,
 the secrets scoped to it alone, the signals waiting for it, its snapshots'
-rows, its anchor and its long-term memories. Its tenant's secrets, shared memories and policy, and every other agent,
-stay. The content its workspace and snapshots kept is in the blob store,
-shared by content with other agents of its tenant: it is collected
-afterwards, once nothing refers to it (:mod:`stead.store.collect`).
+rows, its anchor and its long-term memories. Its tenant's secrets, shared
+memories and policy, and every other agent, stay. The content its workspace
+and snapshots kept is in the blob store, shared by content with other agents
+of its tenant: it is collected afterwards, once nothing refers to it
+(:mod:`stead.store.collect`).
 
 A lease held live by anyone refuses the deletion (``LeaseHeld``): an agent
 being run, or being written by a person, is cancelled or waited for first.
