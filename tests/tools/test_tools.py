@@ -291,8 +291,11 @@ def test_load_tools_refuses_two_tools_with_one_name(isolated_imports: None) -> N
 @pytest.mark.parametrize(
     ("ref", "match"),
     [
-        ("rm_rf", "unknown tool 'rm_rf': built-in tools are list_files, read_file, "
-                  "recall_memories, save_memory, shell"),
+        (
+            "rm_rf",
+            "unknown tool 'rm_rf': built-in tools are list_files, read_file, "
+            "recall_memories, save_memory, shell",
+        ),
         ("stead_no_such_module_xyz:f", "cannot import module 'stead_no_such_module_xyz'"),
         (f"{SAMPLE}:missing", f"module '{SAMPLE}' has no 'missing'"),
         (f"{SAMPLE}:NOT_A_TOOL", "not declared as a tool"),
