@@ -88,7 +88,7 @@ class Book:
             raise GovernanceError(
                 f"agent {self.agent_id} may not {'save to' if saving else 'recall from'} its "
                 f"tenant's shared memory: that needs a live grant on {name!r} "
-                f"(stead grant add {self.agent_id} {name})"
+                f"(stead grant {self.agent_id} {name})"
             )
         return SHARED
 
