@@ -42,7 +42,7 @@ def test_a_person_edits_memories_from_the_command_line(
     code, _ = stead(capsys, tmp_path, "memories", "add", agent_id, "the wiki is at w.example",
                     "--shared")  # fmt: skip
     code, listed = stead(capsys, tmp_path, "memories", "list", agent_id)
-    assert [(m["text"], m["owner"]) for m in listed["memories"]] == [
+    assert sorted((m["text"], m["owner"]) for m in listed["memories"]) == [
         ("backups run at 02:00", agent_id), ("the wiki is at w.example", "shared")]  # fmt: skip
     code, found = stead(capsys, tmp_path, "memories", "recall", agent_id, "when do backups run",
                         "-k", "1")  # fmt: skip

@@ -22,7 +22,7 @@ def test_a_fork_starts_without_its_parents_memories_and_deletion_takes_them(
     memories.add(parent, "the parent's own note")
     memories.add(parent, "the team's shared note", shared=True)
     rt.hibernate(parent)  # rows stay: hibernation changes nothing
-    assert [m.text for m in memories.list(parent)] == [
+    assert sorted(m.text for m in memories.list(parent)) == [
         "the parent's own note", "the team's shared note"]  # fmt: skip
     rt.wake(parent)
     child = rt.fork(parent).agent_id

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import SecretError, UsageError
 from ..store.memory_rows import MemoryRows
-from .book import Book, shared_rights
+from .book import Book, Mark, shared_rights
 from .embedders import embedder_for
 
 MEMORY_TOOLS = ("save_memory", "recall_memories")
@@ -57,6 +57,17 @@ class Access:
         return source, why
 
 
+def mark_of(vault: Callable[[], Any] | None) -> Mark | None:
+    """The vault's mark, when there is a vault key (else memories go unsealed)."""
+    if vault is None:
+        return None
+    try:
+        found: Mark = vault().mark
+    except SecretError:  # no vault key here: nothing can be sealed, or checked
+        return None
+    return found
+
+
 def access_for(act: Any, tool: Any) -> Access | None:
     """The memory tools' access for a call of ``tool`` in the activation ``act``
     (None for any other tool: no other tool reaches memories)."""
@@ -71,6 +82,7 @@ def access_for(act: Any, tool: Any) -> Access | None:
         act.clock,
         shared_recall=recall,
         shared_save=save,
+        mark=mark_of(act.vault),
     )
     watch = act.watch
     return Access(book, None if watch is None else watch.taint_of)

@@ -12,10 +12,12 @@ nothing itself: the agent's tools and a person's commands do
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import hmac
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..canonical import dumps
 from ..clock import Clock
 from ..errors import GovernanceError, NotFound, UsageError
 from ..governance.grants import allows
@@ -68,9 +70,22 @@ def derived_id(tenant: str, agent_id: str, key: str) -> str:
     return "mem_" + hashlib.sha256(f"{tenant}/{agent_id}/{key}".encode()).hexdigest()[:26]
 
 
+Mark = Callable[[str, bytes], str]
+"""The vault's HMAC (:meth:`stead.sandbox.secrets.Vault.mark`)."""
+
+
+def sealed_part(row: MemoryRow) -> bytes:
+    """What a memory's seal covers: its id, tenant, owner, text and source."""
+    return dumps([row.memory_id, row.tenant, row.owner, row.text, row.source]).encode()
+
+
 @dataclass(frozen=True, slots=True)
 class Book:
-    """One agent's memories, and its tenant's shared ones where it may."""
+    """One agent's memories, and its tenant's shared ones where it may.
+
+    With ``mark`` (the vault's), every memory written is sealed, and one recalled
+    whose seal does not hold (a row written or edited in the database without the
+    vault key) is recalled as ``untrusted``, whatever its row says."""
 
     rows: MemoryRows
     tenant: str
@@ -79,6 +94,21 @@ class Book:
     clock: Clock
     shared_recall: bool = False
     shared_save: bool = False
+    mark: Mark | None = None
+
+    def _sealed(self, row: MemoryRow) -> MemoryRow:
+        return (
+            row if self.mark is None else replace(row, seal=self.mark("memory", sealed_part(row)))
+        )
+
+    def _checked(self, row: MemoryRow) -> MemoryRow:
+        """``row``, or, if its seal does not hold, the same text as ``untrusted``."""
+        if self.mark is None or row.source == "untrusted":
+            return row
+        if hmac.compare_digest(row.seal, self.mark("memory", sealed_part(row))):
+            return row
+        why = {**(row.provenance or {}), "unsealed": f"its row said {row.source!r}"}
+        return replace(row, source="untrusted", provenance=why)
 
     def _owner(self, shared: bool, saving: bool) -> str:
         if not shared:
@@ -125,6 +155,7 @@ class Book:
             made_at=now,
             changed_at=now,
         )
+        row = self._sealed(row)
         try:
             changed = self.rows.put_memory(row)
         except ValueError as exc:
@@ -141,7 +172,8 @@ class Book:
         query = text_of(query, "query")
         owners = [self.agent_id, *([self._owner(True, saving=False)] if shared else [])]
         (vector,) = self.embedder.embed([query])
-        return index_of(self.rows).search(self.tenant, owners, self.embedder.name, vector, k)
+        found = index_of(self.rows).search(self.tenant, owners, self.embedder.name, vector, k)
+        return [Found(self._checked(f.row), f.score) for f in found]
 
     def get(self, memory_id: str) -> MemoryRow:
         """One memory the agent may see, or :class:`NotFound`."""
@@ -170,6 +202,7 @@ class Book:
             made_by=by,
             changed_at=self.clock.now(),
         )
+        new = self._sealed(new)
         changed = self.rows.put_memory(new)
         return replace(old, vector=b""), replace(new, vector=b"", changed=changed)
 
@@ -182,5 +215,7 @@ class Book:
         return gone
 
     def list(self, *, shared: bool = True) -> list[MemoryRow]:
-        """The agent's memories, and (``shared``) its tenant's shared ones."""
-        return self.rows.list_memories(self.tenant, [self.agent_id, *([SHARED] if shared else [])])
+        """The agent's memories, and (``shared``) its tenant's shared ones, each as
+        recall would see it (an unsealed one ``untrusted``)."""
+        owners = [self.agent_id, *([SHARED] if shared else [])]
+        return [self._checked(r) for r in self.rows.list_memories(self.tenant, owners)]

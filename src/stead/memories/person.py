@@ -21,7 +21,7 @@ from ..errors import SpecError
 from ..journal import Kind, NewEvent
 from ..models.registry import effective_spec, model_for
 from ..store.memory_rows import SHARED, MemoryRow
-from .access import rows_of
+from .access import mark_of, rows_of
 from .book import Book, digest, text_of
 from .embedders import HashEmbedder, embedder_for
 from .search import Found
@@ -41,7 +41,7 @@ def book_for(rt: Runtime, agent_id: str) -> Book:
     except SpecError:  # a model only its program gives: the offline embedder
         embedder = HashEmbedder()
     rows = rows_of(rt.store)
-    return Book(rows, record.tenant, agent_id, embedder, rt.clock, True, True)
+    return Book(rows, record.tenant, agent_id, embedder, rt.clock, True, True, mark_of(rt.vault))
 
 
 def _shown(row: MemoryRow) -> dict[str, Any]:

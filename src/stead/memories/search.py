@@ -136,7 +136,7 @@ def _bare(row: MemoryRow) -> MemoryRow:
     """``row`` without its vector (the matrix holds it), made faster than replace()."""
     return MemoryRow(row.memory_id, row.tenant, row.owner, row.text, row.source, row.embedder,
                      b"", row.provenance, row.made_by, row.made_at, row.changed_at,
-                     row.forgotten, row.changed)  # fmt: skip
+                     row.forgotten, row.changed, row.seal)  # fmt: skip
 
 
 class ExactIndex:

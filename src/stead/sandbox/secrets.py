@@ -24,6 +24,8 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -121,6 +123,14 @@ class Vault:
     def __init__(self, store: SecretRows, key: bytes) -> None:
         self._store = store
         self._aead = AESGCM(key)
+        # a key of its own for marks (HMAC), derived: never the sealing key itself
+        self._mac_key = hashlib.sha256(b"stead-mac\x00" + key).digest()
+
+    def mark(self, purpose: str, data: bytes) -> str:
+        """HMAC-SHA256 of ``data`` for ``purpose``: rows that only the vault key's
+        holder could have written (long-term memories' sources, say)."""
+        message = purpose.encode() + b"\x00" + data
+        return hmac.new(self._mac_key, message, hashlib.sha256).hexdigest()
 
     @staticmethod
     def _aad(tenant: str, agent_id: str, name: str, bound: bool = False) -> bytes:

@@ -76,6 +76,9 @@ class MemoryRow:
     changed_at: float = 0.0
     forgotten: bool = False
     changed: int = 0
+    seal: str = ""
+    """The vault's mark over its id, place, text and source (stead.memories.book):
+    a row written or edited without the vault key does not carry a valid one."""
 
     @property
     def untrusted(self) -> bool:
@@ -105,6 +108,7 @@ def _body(row: MemoryRow) -> str:
             "made_by": row.made_by,
             "made_at": row.made_at,
             "changed_at": row.changed_at,
+            "seal": row.seal,
         }
     )
 
@@ -126,6 +130,7 @@ def _row(values: Sequence[Any], with_vector: bool) -> MemoryRow:
         changed_at=float(b.get("changed_at", 0.0)),
         forgotten=bool(forgotten),
         changed=int(changed),
+        seal=str(b.get("seal", "")),
     )
 
 
