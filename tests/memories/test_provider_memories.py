@@ -82,3 +82,29 @@ def test_a_provider_agent_saves_and_recalls_with_the_providers_embeddings(
     found = Memories(rt).recall(agent_id, "who is on call, which phone", 1)
     assert [f.row.memory_id for f in found] == [row.memory_id]
     rt.close()
+
+
+def test_the_command_line_embeds_with_the_agents_provider(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+
+    from stead.cli.main import main
+
+    from ..models.agents import VAULT_KEY
+
+    rt = runtime(tmp_path)
+    agent_id = provider_agent(rt, tmp_path, "openai", server.url, KEY, name="helper",
+                              tools=["recall_memories"], on_text="refuse")  # fmt: skip
+    rt.close()
+    serve(server, [])
+    monkeypatch.setenv("STEAD_SECRET_KEY", base64.b64encode(VAULT_KEY).decode())
+    store = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--data-dir", str(tmp_path / "data")]
+    assert main(["memories", "add", agent_id, "the staging host is st-4", *store]) == 0
+    (asked,) = [s for s in server.seen if s.path.endswith("/embeddings")]
+    assert asked.body["input"] == ["the staging host is st-4"]
+    assert asked.headers["authorization"] == f"Bearer {KEY}"
+    rt = runtime(tmp_path)
+    (row,) = person.listed(rt, agent_id)
+    assert row.source == "person" and row.embedder.startswith("openai:text-embedding-3-small@")
+    rt.close()
