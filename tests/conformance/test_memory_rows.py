@@ -209,3 +209,16 @@ def test_deleting_an_agent_deletes_its_memories_and_no_one_else_s(store: Store) 
     store.delete_agent("ag_1", T0 + 1)
     assert r.list_memories("t1", ["ag_1"]) == []
     assert [m.memory_id for m in r.list_memories("t1", ["ag_2", SHARED])] == ["mem_2", "mem_3"]
+
+
+def test_owners_past_the_bound_are_dropped_and_loaded_again(store: Store) -> None:
+    r = rows(store)
+    index = ExactIndex(r, most_bytes=2 * 12)  # two vectors of 3 float32s
+    for owner in ("ag_1", "ag_2"):
+        r.put_memory(row(f"mem_{owner}_a", owner=owner, vector=[1.0, 0.0, 0.0]))
+        r.put_memory(row(f"mem_{owner}_b", owner=owner, vector=[0.0, 1.0, 0.0]))
+    query = pack([0.0, 1.0, 0.0])
+    assert index.search("t1", ["ag_1"], "test:3", query, 1)[0].row.memory_id == "mem_ag_1_b"
+    assert index.search("t1", ["ag_2"], "test:3", query, 1)[0].row.memory_id == "mem_ag_2_b"
+    assert [key[1] for key in index._owners] == ["ag_2"]  # ag_1's matrix was dropped
+    assert index.search("t1", ["ag_1"], "test:3", query, 1)[0].row.memory_id == "mem_ag_1_b"

@@ -5,7 +5,8 @@ numpy (the ``memory`` extra) an owner's vectors are one float32 matrix and a
 search is one matrix-vector product and a partial sort; without it, plain
 Python compares them one by one (correct, and slow past a few thousand).
 
-A process keeps each owner's matrix and keeps it current from the store: every
+A process keeps each owner's matrix (up to a bound, the least recently searched
+dropped first) and keeps it current from the store: every
 write to an owner's memories raises its ``changed`` count
 (:meth:`~stead.store.memory_rows.MemoryRows.memory_stamp`, one indexed read
 before each search), and the rows written since the count the matrix holds are
@@ -21,6 +22,7 @@ import heapq
 import importlib.util
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,9 @@ from ..store.memory_rows import MemoryRow, MemoryRows
 from .vectors import unpack
 
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
+MAX_CACHED_BYTES = 1 << 30
+"""The vectors one index keeps in a process (1 GiB: 100,000 memories of 1,536
+dimensions take 600 MiB); past it the least recently searched owners are dropped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,10 @@ class _Owner:
         self.rows = [_bare(r) for r in kept]
         self.live = [True] * len(kept)
         self.at = {r.memory_id: i for i, r in enumerate(kept)}
+
+    def size(self) -> int:
+        """About how many bytes its vectors take."""
+        return len(self.rows) * self.width
 
     def _usable(self, row: MemoryRow, embedder: str) -> bool:
         return not row.forgotten and row.embedder == embedder and len(row.vector) == self.width
@@ -142,10 +151,13 @@ def _bare(row: MemoryRow) -> MemoryRow:
 class ExactIndex:
     """Exact search over a store's memory rows, each owner's vectors kept current."""
 
-    def __init__(self, rows: MemoryRows) -> None:
+    def __init__(self, rows: MemoryRows, most_bytes: int = MAX_CACHED_BYTES) -> None:
         self._rows = rows
         self._lock = threading.Lock()
-        self._owners: dict[tuple[str, str, str, int], _Owner] = {}
+        # least recently searched first: the first to go when the vectors kept pass
+        # ``most_bytes`` (a worker runs many agents; each one's matrix is loaded again)
+        self._owners: OrderedDict[tuple[str, str, str, int], _Owner] = OrderedDict()
+        self._most = most_bytes
 
     def search(
         self, tenant: str, owners: Sequence[str], embedder: str, query: bytes, k: int
@@ -157,20 +169,26 @@ class ExactIndex:
         found: list[Found] = []
         for owner in owners:
             stamp = self._rows.memory_stamp(tenant, owner)
+            key = (tenant, owner, embedder, len(query))
             with self._lock:  # one search or update of an owner's matrix at a time
-                held = self._owners.setdefault(
-                    (tenant, owner, embedder, len(query)), _Owner(len(query), HAVE_NUMPY)
-                )
-                if stamp < held.stamp:  # the store is older than what was read (a restore)
-                    held = self._owners[(tenant, owner, embedder, len(query))] = _Owner(
-                        len(query), HAVE_NUMPY
-                    )
+                held = self._owners.get(key)
+                if held is None or stamp < held.stamp:  # new, or the store was put back
+                    held = self._owners[key] = _Owner(len(query), HAVE_NUMPY)
+                self._owners.move_to_end(key)
                 if held.stamp != stamp:
                     written = self._rows.memories_since(tenant, owner, held.stamp)
                     held.load(written, embedder)
                     held.stamp = max([held.stamp, *(r.changed for r in written)])
                 found += held.search(query, k)
+                self._evict()
         return sorted(found, key=lambda f: (-f.score, f.row.memory_id))[:k]
+
+    def _evict(self) -> None:
+        """Drop the least recently searched owners past the bound (never the last)."""
+        total = sum(o.size() for o in self._owners.values())
+        while total > self._most and len(self._owners) > 1:
+            _, gone = self._owners.popitem(last=False)
+            total -= gone.size()
 
 
 _INDEXES: weakref.WeakKeyDictionary[MemoryRows, ExactIndex] = weakref.WeakKeyDictionary()
