@@ -68,6 +68,8 @@ def requests_for(served: Served, agent_id: str, approval_id: str) -> list[tuple[
         "/v1/agents/{agent_id}/model": {"model": "openai:gpt-test"},
         "/v1/certificates/verify": {"certificate": {}},
         "/v1/agents/{agent_id}/upgrade": {"spec_file": "waiter.yaml", "dry_run": True},
+        "/v1/agents/{agent_id}/memories": {"text": "the office moved to Lyon"},
+        "/v1/agents/{agent_id}/memories/{memory_id}": {"text": "the office is in Lyon"},
     }
     out = []
     for e in endpoints():
