@@ -24,11 +24,11 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..canonical import dumps, loads
+from .sql_connections import SqlConnections
 
 SHARED = "*shared"
 """The owner of a tenant's shared memories (no agent id starts with ``*``)."""
@@ -238,22 +238,9 @@ def _check_put(old: MemoryRow | None, row: MemoryRow) -> None:
         raise ValueError(f"memory {row.memory_id} was forgotten; save a new memory instead")
 
 
-class SqlMemoryRows(MemoryRows):
-    """:class:`MemoryRows` for the SQL backends (the connections of
-    :class:`~stead.store.tokens.SqlTokenRows`)."""
-
-    _param: str
-
-    @abc.abstractmethod
-    def _token_read(self) -> AbstractContextManager[Any]:
-        """A connection to read with."""
-
-    @abc.abstractmethod
-    def _tx(self) -> AbstractContextManager[Any]:
-        """A connection inside one transaction."""
-
-    def _q(self, text: str) -> str:
-        return text.replace("?", self._param)
+class SqlMemoryRows(MemoryRows, SqlConnections):
+    """:class:`MemoryRows` for the SQL backends (their connections:
+    :class:`~stead.store.sql_connections.SqlConnections`)."""
 
     def put_memory(self, row: MemoryRow) -> int:
         with self._tx() as db:

@@ -30,11 +30,11 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..canonical import dumps, loads
+from .sql_connections import SqlConnections
 
 SQLITE_CREATE = """
     CREATE TABLE IF NOT EXISTS schedules (
@@ -346,23 +346,11 @@ class MemoryScheduleRows(ScheduleRows):
         return min(times, default=None)
 
 
-class SqlScheduleRows(ScheduleRows):
-    """:class:`ScheduleRows` for the SQL backends (the connections of
-    :class:`~stead.store.tokens.SqlTokenRows`)."""
+class SqlScheduleRows(ScheduleRows, SqlConnections):
+    """:class:`ScheduleRows` for the SQL backends (their connections:
+    :class:`~stead.store.sql_connections.SqlConnections`)."""
 
-    _param: str
     _skip_locked = ""
-
-    @abc.abstractmethod
-    def _token_read(self) -> AbstractContextManager[Any]:
-        """A connection to read with."""
-
-    @abc.abstractmethod
-    def _tx(self) -> AbstractContextManager[Any]:
-        """A connection inside one transaction."""
-
-    def _q(self, text: str) -> str:
-        return text.replace("?", self._param)
 
     def put_schedule(self, record: ScheduleRecord) -> None:
         with self._tx() as db:

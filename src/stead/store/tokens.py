@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import abc
 import threading
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..canonical import dumps, loads
 from ..errors import UsageError
+from .sql_connections import SqlConnections
 
 ROLES = ("viewer", "operator", "approver", "admin")
 """From least to most: each role may do what the roles before it may (see
@@ -170,28 +170,15 @@ class MemoryTokenRows(TokenRows):
             return [e for e in self._log if e.seq > after][:limit]
 
 
-class SqlTokenRows(TokenRows):
+class SqlTokenRows(TokenRows, SqlConnections):
     """:class:`TokenRows` for the SQL backends, which give a connection for a read
     (``_token_read``) and one inside a transaction (``_tx``), and name their
     parameters with ``_param`` (``?`` or ``%s``)."""
 
-    _param: str
-
-    @abc.abstractmethod
-    def _token_read(self) -> AbstractContextManager[Any]:
-        """A connection to read with."""
-
-    @abc.abstractmethod
-    def _tx(self) -> AbstractContextManager[Any]:
-        """A connection inside one transaction."""
-
-    def _sql(self, text: str) -> str:
-        return text.replace("?", self._param)
-
     def put_token(self, record: TokenRecord) -> None:
         with self._tx() as db:
             db.execute(
-                self._sql(f"INSERT INTO api_tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                self._q(f"INSERT INTO api_tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"),
                 (record.token_id, record.tenant, record.role, record.name, record.digest,
                  record.created_at, record.revoked_at),
             )  # fmt: skip
@@ -199,7 +186,7 @@ class SqlTokenRows(TokenRows):
     def get_token(self, token_id: str) -> TokenRecord | None:
         with self._token_read() as db:
             row = db.execute(
-                self._sql(f"SELECT {_COLUMNS} FROM api_tokens WHERE token_id = ?"), (token_id,)
+                self._q(f"SELECT {_COLUMNS} FROM api_tokens WHERE token_id = ?"), (token_id,)
             ).fetchone()
         return None if row is None else _record(row)
 
@@ -209,7 +196,7 @@ class SqlTokenRows(TokenRows):
                 rows = db.execute(f"SELECT {_COLUMNS} FROM api_tokens ORDER BY token_id")
             else:
                 rows = db.execute(
-                    self._sql(
+                    self._q(
                         f"SELECT {_COLUMNS} FROM api_tokens WHERE tenant = ? ORDER BY token_id"
                     ),
                     (tenant,),
@@ -219,7 +206,7 @@ class SqlTokenRows(TokenRows):
     def revoke_token(self, token_id: str, at: float) -> bool:
         with self._tx() as db:
             cur = db.execute(
-                self._sql(
+                self._q(
                     "UPDATE api_tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL"
                 ),
                 (at, token_id),
@@ -229,14 +216,14 @@ class SqlTokenRows(TokenRows):
     def log_operator(self, kind: str, data: dict[str, Any], at: float) -> None:
         with self._tx() as db:
             db.execute(
-                self._sql("INSERT INTO operator_log (at, kind, data) VALUES (?, ?, ?)"),
+                self._q("INSERT INTO operator_log (at, kind, data) VALUES (?, ?, ?)"),
                 (at, kind, dumps(data)),
             )
 
     def operator_log(self, after: int = 0, limit: int = 100) -> list[LogEntry]:
         with self._token_read() as db:
             rows = db.execute(
-                self._sql(
+                self._q(
                     "SELECT seq, at, kind, data FROM operator_log "
                     "WHERE seq > ? ORDER BY seq LIMIT ?"
                 ),

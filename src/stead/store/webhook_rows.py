@@ -27,13 +27,13 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..canonical import dumps, loads
 from ..ids import new_id
 from ..notices import Notice
+from .sql_connections import SqlConnections
 
 SQLITE_CREATE = """
     CREATE TABLE IF NOT EXISTS webhooks (
@@ -340,25 +340,13 @@ def sql_enqueue(db: Any, param: str, tenant: str, notices: Sequence[Notice]) -> 
             )
 
 
-class SqlWebhookRows(WebhookRows):
+class SqlWebhookRows(WebhookRows, SqlConnections):
     """:class:`WebhookRows` for the SQL backends (see
-    :class:`~stead.store.tokens.SqlTokenRows` for what they give)."""
+    :class:`~stead.store.sql_connections.SqlConnections` for what they give)."""
 
-    _param: str
     _skip_locked = ""
     """What the claim's inner select adds: PostgreSQL's ``FOR UPDATE SKIP LOCKED``, so
     deliverers claiming at once pass over each other's rows instead of waiting."""
-
-    @abc.abstractmethod
-    def _token_read(self) -> AbstractContextManager[Any]:
-        """A connection to read with."""
-
-    @abc.abstractmethod
-    def _tx(self) -> AbstractContextManager[Any]:
-        """A connection inside one transaction."""
-
-    def _q(self, text: str) -> str:
-        return text.replace("?", self._param)
 
     def put_webhook(self, record: WebhookRecord) -> None:
         with self._tx() as db:
