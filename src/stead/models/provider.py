@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import random
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -131,17 +130,23 @@ class ProviderModel:
     def post_beside(self, path: str, body: Mapping[str, Any]) -> Any:
         """POST ``body`` to another endpoint of this provider (``/embeddings``): its
         base URL, key, client, retries and bounds, as a decision is asked; the JSON."""
+        return self._post_aside(self.options.base_url.rstrip("/") + path, body).body
+
+    def _post_aside(self, url: str, body: Mapping[str, Any]) -> Exchange:
+        """One request apart from the run (a summary, embeddings): this provider's key,
+        client, retries and bounds, without the decision's live text."""
+        kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
         return post_json(
             self._client,
-            self.options.base_url.rstrip("/") + path,
+            url,
             self.headers(),
             body,
             service=f"{self.service} at {self.options.base_url}",
             max_retries=self.options.max_retries,
             rng=self._rng,
             timeout=self.options.timeout,
-            sleep=self._sleep or time.sleep,
-        ).body
+            **kwargs,
+        )
 
     def close(self) -> None:
         if self._sync_client is not None:
@@ -287,18 +292,7 @@ class ProviderModel:
     def ask_aside(self, system: str, text: str) -> Summary:
         """This model's words on ``text`` under ``system``, asked apart from the run
         (no tools, no conversation): empty when it gave none."""
-        kwargs: dict[str, Any] = {} if self._sleep is None else {"sleep": self._sleep}
-        exchange = post_json(
-            self._client,
-            self.endpoint(),
-            self.headers(),
-            self.side_request(system, text),
-            service=f"{self.service} at {self.options.base_url}",
-            max_retries=self.options.max_retries,
-            rng=self._rng,
-            timeout=self.options.timeout,
-            **kwargs,
-        )
+        exchange = self._post_aside(self.endpoint(), self.side_request(system, text))
         try:
             _, words, tokens = self.read_answer(exchange.body)
         except (InvalidAnswer, KeyError, IndexError, TypeError, ValueError, AttributeError):

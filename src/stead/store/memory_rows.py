@@ -238,6 +238,10 @@ def _check_put(old: MemoryRow | None, row: MemoryRow) -> None:
         raise ValueError(f"memory {row.memory_id} was forgotten; save a new memory instead")
 
 
+_ONE_LIVE = f"SELECT {_COLUMNS} FROM memories WHERE tenant = ? AND memory_id = ? AND forgotten = 0"
+"""One memory of a tenant's that is not forgotten: read alone, or to forget it."""
+
+
 class SqlMemoryRows(MemoryRows, SqlConnections):
     """:class:`MemoryRows` for the SQL backends (their connections:
     :class:`~stead.store.sql_connections.SqlConnections`)."""
@@ -269,10 +273,7 @@ class SqlMemoryRows(MemoryRows, SqlConnections):
     def get_memory(self, tenant: str, memory_id: str) -> MemoryRow | None:
         with self._token_read() as db:
             found = db.execute(
-                self._q(
-                    f"SELECT {_COLUMNS} FROM memories "
-                    "WHERE tenant = ? AND memory_id = ? AND forgotten = 0"
-                ),
+                self._q(_ONE_LIVE),
                 (tenant, memory_id),
             ).fetchone()
         return None if found is None else _row(found, True)
@@ -297,10 +298,7 @@ class SqlMemoryRows(MemoryRows, SqlConnections):
     def forget_memory(self, tenant: str, memory_id: str, at: float) -> MemoryRow | None:
         with self._tx() as db:
             found = db.execute(
-                self._q(
-                    f"SELECT {_COLUMNS} FROM memories "
-                    "WHERE tenant = ? AND memory_id = ? AND forgotten = 0"
-                ),
+                self._q(_ONE_LIVE),
                 (tenant, memory_id),
             ).fetchone()
             if found is None:
