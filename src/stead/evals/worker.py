@@ -1,0 +1,88 @@
+"""One eval worker: a process that runs one agent, as ``stead resume`` does.
+
+``python -m stead.evals.worker --store URL --data-dir DIR --agent ID`` takes the
+agent's lease and runs it through :meth:`~stead.runtime.runtime.Runtime.run`,
+the path every production worker takes. Three options let the eval put a
+boundary at an exact point without changing how the agent runs:
+
+``--max-steps K``
+    stop after K decisions of this activation (a boundary between steps);
+``--hold-after-intent K``
+    once the intent of a call made by decision K is journaled, before the tool
+    runs, print ``{"held": ...}`` and wait for a line on stdin: the eval then
+    SIGKILLs this process, or breaks its database connections and lets it go on,
+    so the boundary falls mid-step every time, however fast the tool is;
+``--budget-usd X`` / ``--budget-tokens N``
+    end after the step in which the agent's spend or tokens reach the cap.
+
+It prints one JSON line when the run ends: the agent's status and decisions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..journal import Event, Kind
+from ..runtime.runtime import Runtime
+
+
+def _say(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m stead.evals.worker")
+    p.add_argument("--store", required=True)
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--agent", required=True)
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--hold-after-intent", type=int)
+    p.add_argument("--budget-usd", type=float)
+    p.add_argument("--budget-tokens", type=float)
+    args = p.parse_args(argv)
+    rt = Runtime(args.store, args.data_dir)
+    try:
+        start = rt.store.load_state(args.agent)
+        decisions = start.decisions
+        usage = dict(start.usage)
+        held = False
+
+        def seen(events: Sequence[Event]) -> None:
+            nonlocal decisions, held
+            for ev in events:
+                if ev.kind == Kind.DECISION:
+                    decisions += 1
+                if "usage" in ev.data and isinstance(ev.data["usage"], dict):
+                    usage["tokens"] = ev.data["usage"].get("total_tokens", 0)
+                    usage["spend"] = ev.data["usage"].get("total_spend", 0)
+            at = args.hold_after_intent
+            intents = [ev for ev in events if ev.kind == Kind.TOOL_INTENT]
+            if at is not None and not held and intents and decisions >= at:
+                held = True
+                first = intents[0]
+                _say({"held": {"decision": decisions, "seq": first.seq,
+                               "call_id": first.data.get("call_id"),
+                               "tool": first.data.get("tool")}})  # fmt: skip
+                sys.stdin.readline()  # the eval kills this process here, or lets it go on
+
+        def over_budget() -> bool:
+            if args.budget_usd is not None and usage.get("spend", 0) >= args.budget_usd:
+                return True
+            return args.budget_tokens is not None and usage.get("tokens", 0) >= args.budget_tokens
+
+        outcome = rt.run(args.agent, max_steps=args.max_steps, on_commit=seen, stop=over_budget)
+        state = outcome.state
+        _say({"status": state.status, "reason": state.status_reason,
+              "decisions": state.decisions, "over_budget": over_budget()})  # fmt: skip
+    finally:
+        rt.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
