@@ -70,8 +70,12 @@ class _Cell:
         env = {k: v for k, v in os.environ.items() if k != "STEAD_SECRET_KEY_FILE"}
         env.update({k: v.replace("{cell}", folder) for k, v in plan.task.env.items()})
         env["STEAD_SECRET_KEY"] = plan.key
-        env["PGAPPNAME"] = f"stead-eval-{self.agent_id}"  # how db_restart finds its connections
         self.env = env
+        self.app = f"stead-eval-{self.agent_id}"
+        # the workers' PostgreSQL connections carry the cell's name: db_restart finds them by it
+        self.worker_url = self.url
+        if self.url.startswith(("postgresql:", "postgres:")):
+            self.worker_url += ("&" if "?" in self.url else "?") + f"application_name={self.app}"
 
     def close(self) -> None:
         self.rt.close()
@@ -82,7 +86,7 @@ class _Cell:
 
     def worker(self, **options: int | float | None) -> WorkerRun:
         rt = self.moved_to or self.rt
-        url = self.url if self.moved_to is None else self._moved_url
+        url = self.worker_url if self.moved_to is None else self._moved_url
         args = ["--store", url, "--data-dir", str(rt.data_dir), "--agent", self.agent_id]
         if self.injected is not None:  # one boundary per cell
             options.pop("hold_after_intent", None)
@@ -102,7 +106,7 @@ class _Cell:
                              "detail": f"worker SIGKILLed after the intent of {held.get('call_id')} "
                                        f"({held.get('tool')}) was journaled"}  # fmt: skip
             return True
-        dropped = conditions.drop_connections(self.url, self.env["PGAPPNAME"])
+        dropped = conditions.drop_connections(self.url, self.app)
         self.injected = {"kind": kind, "at": held.get("decision"), "held": held,
                          "detail": f"{dropped} database connections of the worker terminated "
                                    f"while {held.get('call_id')} ({held.get('tool')}) ran"}  # fmt: skip

@@ -73,7 +73,9 @@ def drop_connections(url: str, application_name: str) -> int:
     does to its clients); the number terminated."""
     import psycopg  # the postgres extra: only a PostgreSQL store gets here
 
-    with psycopg.connect(url, autocommit=True) as conn:
+    from ..store.postgres_url import parse
+
+    with psycopg.connect(parse(url).conninfo, autocommit=True, connect_timeout=10) as conn:
         rows = conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE application_name = %s AND pid <> pg_backend_pid()",
@@ -108,12 +110,10 @@ def proof(
             and e.kind in (Kind.TOOL_RESULT, Kind.RECONCILED, Kind.OUTCOME_UNKNOWN)
         ]  # fmt: skip
         out = [_shown(intent[0], f"intent of {call} ({held.get('tool')}) journaled")]
-        if kind == "kill":
-            after = [e for e in events if e.kind == Kind.ACTIVATION_STARTED and e.seq > intent[0].seq]
-            if not after or (settled and settled[0].seq < after[0].seq):
-                raise SteadError(
-                    "kill: the journal shows no new activation before the killed call settled"
-                )
+        after = [e for e in events if e.kind == Kind.ACTIVATION_STARTED and e.seq > intent[0].seq]
+        if kind == "kill" and (not after or (settled and settled[0].seq < after[0].seq)):
+            raise SteadError("kill: the journal shows no new activation before the killed call settled")
+        if after and (not settled or after[0].seq < settled[0].seq):
             out.append(_shown(after[0], "a new worker's activation took the agent over"))
         if settled:
             out.append(_shown(settled[0], f"the call settled once, as {settled[0].kind}"))

@@ -114,6 +114,9 @@ def run_worker(
                     go()
                 else:
                     run.killed = on_held(line["held"], kill, go)
+    except BaseException:
+        kill()  # a held worker waits on its stdin for ever: never leave one behind
+        raise
     finally:
         timer.cancel()
         # reaped here, not by Popen, so the kernel's account of its CPU time is read
