@@ -40,6 +40,7 @@ from . import (
     demo,
     doctor,
     ending,
+    evals,
     governance,
     hibernation,
     inspect,
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     spec.register(sub, common)
     upgrade.register(sub, common)
     memories.register(sub, common)
+    evals.register(sub, common)
     return parser
 
 

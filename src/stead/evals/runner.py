@@ -75,7 +75,7 @@ class _Eval:
         if head.exists():
             try:
                 known = strict_loads(head.read_text(encoding="utf-8"))
-            except ValueError:
+            except (ValueError, RecursionError):
                 known = {}
             if not isinstance(known, dict) or known.get("format") != FORMAT:
                 raise UsageError(f"{out} holds no stead eval; name a new --out folder")
@@ -105,7 +105,7 @@ class _Eval:
     def done(self, folder: Path) -> dict[str, Any] | None:
         try:
             record = strict_loads((folder / "cell.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return record if isinstance(record, dict) and record.get("format") else None
 
