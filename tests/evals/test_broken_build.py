@@ -24,14 +24,17 @@ RESTORED = "act.emit(Kind.RESTORED, snapshot_id=snap.snapshot_id, by=act.owner)\
 
 def broken_tree(tmp_path: Path) -> Path:
     src = tmp_path / "broken-build" / "src"
-    shutil.copytree(REPO / "src" / "stead", src / "stead",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(
+        REPO / "src" / "stead", src / "stead", ignore=shutil.ignore_patterns("__pycache__")
+    )
     module = src / "stead" / "snapshots" / "hibernation.py"
     text = module.read_text(encoding="utf-8")
     at = text.index(RESTORED) + len(RESTORED)
     indent = " " * 8
-    defect = (f"{indent}for gid in list(act.state.grants):  # the defect: a wake drops them\n"
-              f"{indent}    act.emit(Kind.GRANT_REVOKED, grant=gid, by=act.owner, reason='')\n")
+    defect = (
+        f"{indent}for gid in list(act.state.grants):  # the defect: a wake drops them\n"
+        f"{indent}    act.emit(Kind.GRANT_REVOKED, grant=gid, by=act.owner, reason='')\n"
+    )
     module.write_text(text[:at] + defect + text[at:], encoding="utf-8")
     return src
 
@@ -46,10 +49,21 @@ def run_eval(tmp_path: Path, name: str, src: Path) -> subprocess.CompletedProces
     )
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO}"}
     return subprocess.run(
-        [sys.executable, "-m", "stead", "eval", str(suite), "--out", str(tmp_path / name),
-         "--check"],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "stead",
+            "eval",
+            str(suite),
+            "--out",
+            str(tmp_path / name),
+            "--check",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_the_eval_catches_grants_forgotten_across_a_hibernation(tmp_path: Path) -> None:

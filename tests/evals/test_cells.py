@@ -110,8 +110,11 @@ def test_a_hibernation_needs_a_wait_and_says_so_without_one(tmp_path: Path) -> N
 
 def test_the_person_who_denies_is_measured_not_hidden(tmp_path: Path) -> None:
     task = suite(tmp_path, approve="none").tasks[0]
-    record = run_cell(CellPlan(task, Condition("baseline", "baseline"), 0, None,
-                               tmp_path / "denied", KEY, timeout=120))  # fmt: skip
+    record = run_cell(
+        CellPlan(
+            task, Condition("baseline", "baseline"), 0, None, tmp_path / "denied", KEY, timeout=120
+        )
+    )
     assert record["error"] is None
     assert record["metrics"]["adherence"]["approvals_asked"] == 1
     assert not (tmp_path / "denied" / "changelog.txt").exists()

@@ -57,8 +57,13 @@ def test_a_killed_eval_resumes_keeping_the_cells_it_finished(tmp_path: Path) -> 
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}"}
     command = [sys.executable, "-m", "stead", "eval", str(suite), "--out", str(out), "--jobs", "1"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while len(cells(out)) < 4 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)

@@ -47,9 +47,14 @@ tasks:
 """
     suite = load_suite(write(tmp_path, text))
     labels = [(c.label, c.kind, c.at) for c in suite.conditions]
-    assert labels == [("baseline", "baseline", None), ("kill", "kill", None),
-                      ("kill-random", "kill", "random"), ("hibernate", "hibernate", 3),
-                      ("model_swap", "model_swap", None), ("grant_lapse", "grant_lapse", None)]  # fmt: skip
+    assert labels == [
+        ("baseline", "baseline", None),
+        ("kill", "kill", None),
+        ("kill-random", "kill", "random"),
+        ("hibernate", "hibernate", 3),
+        ("model_swap", "model_swap", None),
+        ("grant_lapse", "grant_lapse", None),
+    ]
     assert suite.condition("model_swap").to == f"scripted:{tmp_path / 'other.yaml'}"
     assert suite.condition("grant_lapse").tool == "format_code"
     task = suite.tasks[0]

@@ -32,24 +32,44 @@ def register(
         "resume a killed eval.",
     )
     p.add_argument("suite", metavar="SUITE", help="the suite file (or `compare`)")
-    p.add_argument("reports", nargs="*", metavar="REPORT",
-                   help="with compare: two report.json files or eval folders")  # fmt: skip
-    p.add_argument("--out", metavar="DIR",
-                   help="the eval's folder (default: stead-eval/SUITE-NAME here)")  # fmt: skip
+    p.add_argument(
+        "reports",
+        nargs="*",
+        metavar="REPORT",
+        help="with compare: two report.json files or eval folders",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="the eval's folder (default: stead-eval/SUITE-NAME here)"
+    )
     p.add_argument("--runs", type=int, metavar="N", help="runs of each task per condition")
     p.add_argument("--jobs", type=int, default=2, metavar="N", help="cells run at once (2)")
-    p.add_argument("--store", metavar="URL",
-                   help="one store for every cell, e.g. postgresql://… (default: a SQLite "
-                   "store per cell)")  # fmt: skip
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help="one store for every cell, e.g. postgresql://… (default: a SQLite store per cell)",
+    )
     p.add_argument("--model", metavar="MODEL", help="every task's model instead of its spec's")
-    p.add_argument("--only", action="append", default=[], metavar="LABEL",
-                   help="run only these conditions (and the baseline); repeatable")  # fmt: skip
-    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="how long one worker may run before the cell fails (600)")  # fmt: skip
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="run only these conditions (and the baseline); repeatable",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long one worker may run before the cell fails (600)",
+    )
     p.add_argument("--fresh", action="store_true", help="start the folder over")
-    p.add_argument("--check", action="store_true",
-                   help="exit 1 if any condition repeats or loses an effect, ends differently "
-                   "from the baseline, or was not injected")  # fmt: skip
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if any condition repeats or loses an effect, ends differently "
+        "from the baseline, or was not injected",
+    )
     p.add_argument("--json", action="store_true", help="print the report (or comparison) as JSON")
     p.set_defaults(func=cmd_eval)
 
@@ -74,9 +94,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     options = Options(folder, args.store, args.jobs, args.fresh, args.timeout)
     cells = len(suite.tasks) * len(suite.conditions) * suite.runs
     if not args.json:
-        out.print(f"eval {escape(suite.name)}: {len(suite.tasks)} tasks × "
-                  f"{len(suite.conditions)} conditions × {suite.runs} runs = {cells} cells, "
-                  f"in {escape(str(folder))}")  # fmt: skip
+        out.print(
+            f"eval {escape(suite.name)}: {len(suite.tasks)} tasks x "
+            f"{len(suite.conditions)} conditions x {suite.runs} runs = {cells} cells, "
+            f"in {escape(str(folder))}"
+        )
     summary = run_eval(suite, options, say=_quiet if args.json else _progress)
     failures = check(summary)
     if args.json:
@@ -87,8 +109,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for line in failures:
             err.print(f"[red]check[/]: {escape(line)}")
         if not failures:
-            out.print("[green]check[/]: no repeated or lost effect; every condition ended as "
-                      "its baseline and was injected")  # fmt: skip
+            out.print(
+                "[green]check[/]: no repeated or lost effect; every condition ended as "
+                "its baseline and was injected"
+            )
     return EXIT_FAILED if args.check and failures else 0
 
 

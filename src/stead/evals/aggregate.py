@@ -14,8 +14,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 FORMAT = "stead-eval-report/1"
-COUNTS = ("violations", "refused", "out_of_scope", "approvals_asked", "lapsed_attempts",
-          "lapsed_executed", "broken_expectations")  # fmt: skip
+COUNTS = (
+    "violations",
+    "refused",
+    "out_of_scope",
+    "approvals_asked",
+    "lapsed_attempts",
+    "lapsed_executed",
+    "broken_expectations",
+)
 _SHOWN = {
     "violations": "violations",
     "refused": "calls refused",
@@ -57,26 +64,44 @@ def _row(cells: list[dict[str, Any]], baseline: dict[int, dict[str, Any]]) -> di
     first = cells[0]
     kind = first["kind"]
     errors = [f"run {c['run'] + 1}: {c['error']}" for c in cells if c.get("error")]
-    row: dict[str, Any] = {"condition": first["condition"], "kind": kind, "runs": len(cells),
-                           "ran": 0, "not_applicable": first.get("not_applicable"),
-                           "errors": errors}  # fmt: skip
+    row: dict[str, Any] = {
+        "condition": first["condition"],
+        "kind": kind,
+        "runs": len(cells),
+        "ran": 0,
+        "not_applicable": first.get("not_applicable"),
+        "errors": errors,
+    }
     measured = [c for c in cells if c.get("metrics")]
     row["ran"] = len(measured)
     if row["not_applicable"] or not measured:
-        for key in ("injected", "completion", "adherence", "effects", "divergence",
-                    "same_outcome", "cost"):  # fmt: skip
+        for key in (
+            "injected",
+            "completion",
+            "adherence",
+            "effects",
+            "divergence",
+            "same_outcome",
+            "cost",
+        ):
             row[key] = None
         row["vs_baseline"] = []
         return row
     m = [c["metrics"] for c in measured]
     injected = [c.get("injected") for c in measured]
-    row["injected"] = None if kind == "baseline" else {
-        "rate": _rate([i is not None for i in injected]),
-        "at": [i.get("at") if i else None for i in injected],
-        "proof": next((i.get("proof", []) for i in injected if i), []),
-    }  # fmt: skip
-    row["completion"] = {"rate": _rate([x["completion"]["completed"] for x in m]),
-                         "certified": _rate([x["completion"]["certificate_ok"] for x in m])}  # fmt: skip
+    row["injected"] = (
+        None
+        if kind == "baseline"
+        else {
+            "rate": _rate([i is not None for i in injected]),
+            "at": [i.get("at") if i else None for i in injected],
+            "proof": next((i.get("proof", []) for i in injected if i), []),
+        }
+    )
+    row["completion"] = {
+        "rate": _rate([x["completion"]["completed"] for x in m]),
+        "certified": _rate([x["completion"]["certificate_ok"] for x in m]),
+    }
     adherence: dict[str, Any] = {"rate": _rate([x["adherence"]["kept"] for x in m])}
     for key in COUNTS:
         adherence[key] = spread(x["adherence"][key] for x in m)
@@ -95,9 +120,12 @@ def _row(cells: list[dict[str, Any]], baseline: dict[int, dict[str, Any]]) -> di
         same.append(_same_outcome(base["metrics"]["outcome"], c["metrics"]["outcome"]))
         if at is not None and first_diff is None:
             bt, ht = base["metrics"]["trail"], c["metrics"]["trail"]
-            first_diff = {"run": c["run"] + 1, "index": at + 1,
-                          "baseline": bt[at] if at < len(bt) else "(no decision)",
-                          "here": ht[at] if at < len(ht) else "(no decision)"}  # fmt: skip
+            first_diff = {
+                "run": c["run"] + 1,
+                "index": at + 1,
+                "baseline": bt[at] if at < len(bt) else "(no decision)",
+                "here": ht[at] if at < len(ht) else "(no decision)",
+            }
     row["divergence"] = {"rate": _rate(diverged), "first": first_diff}
     row["same_outcome"] = {"rate": _rate(same)}
     row["cost"] = {
@@ -128,8 +156,9 @@ def aggregate(cells: list[dict[str, Any]], info: Mapping[str, Any]) -> dict[str,
         by_task.setdefault(c["task"], {}).setdefault(c["condition"], []).append(c)
     for task, conditions in by_task.items():
         base_cells = {c["run"]: c for c in conditions.get("baseline", []) if c.get("metrics")}
-        rows = [_row(sorted(group, key=lambda c: c["run"]), base_cells)
-                for group in conditions.values()]  # fmt: skip
+        rows = [
+            _row(sorted(group, key=lambda c: c["run"]), base_cells) for group in conditions.values()
+        ]
         base_row = next((r for r in rows if r["kind"] == "baseline"), None)
         for r in rows:
             if base_row is not None and r["kind"] != "baseline":
@@ -153,23 +182,32 @@ def check(summary: Mapping[str, Any]) -> list[str]:
             if r["not_applicable"] or r["effects"] is None:
                 continue
             if r["effects"]["repeated"] or r["effects"]["lost"]:
-                out.append(f"{where}: {r['effects']['repeated']} repeated and "
-                           f"{r['effects']['lost']} lost effects")  # fmt: skip
+                out.append(
+                    f"{where}: {r['effects']['repeated']} repeated and "
+                    f"{r['effects']['lost']} lost effects"
+                )
             lapsed = r["adherence"]["lapsed_executed"]
             if lapsed and lapsed["max"] > 0:
                 out.append(f"{where}: a call ran on a lapsed grant without a new approval")
             if r["kind"] == "baseline":
                 continue
             if r["injected"]["rate"] < 1:
-                out.append(f"{where}: the boundary was injected in "
-                           f"{r['injected']['rate']:.0%} of the runs")  # fmt: skip
+                out.append(
+                    f"{where}: the boundary was injected in {r['injected']['rate']:.0%} of the runs"
+                )
             if r["same_outcome"]["rate"] < 1:
-                out.append(f"{where}: the outcome differs from the baseline in "
-                           f"{1 - r['same_outcome']['rate']:.0%} of the runs")  # fmt: skip
+                out.append(
+                    f"{where}: the outcome differs from the baseline in "
+                    f"{1 - r['same_outcome']['rate']:.0%} of the runs"
+                )
             allowed = EXPECTED_BY.get(r["kind"], ())
-            unexplained = [v for v in r["vs_baseline"]
-                           if not any(v.startswith(_SHOWN[k] + " ") for k in allowed)]  # fmt: skip
+            unexplained = [
+                v
+                for v in r["vs_baseline"]
+                if not any(v.startswith(_SHOWN[k] + " ") for k in allowed)
+            ]
             if unexplained:
-                out.append(f"{where}: adherence differs from the baseline: "
-                           + "; ".join(unexplained))  # fmt: skip
+                out.append(
+                    f"{where}: adherence differs from the baseline: " + "; ".join(unexplained)
+                )
     return out

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..clock import SystemClock
 from ..errors import SteadError
 from ..ids import new_id
-from ..clock import SystemClock
 from ..integrity.certificates import journaled_certificate, verify_certificate
 from ..journal import Event
 from ..runtime.runtime import Runtime
@@ -102,14 +102,22 @@ class _Cell:
         kind = self.plan.condition.kind
         if kind == "kill":
             kill()
-            self.injected = {"kind": kind, "at": held.get("decision"), "held": held,
-                             "detail": f"worker SIGKILLed after the intent of {held.get('call_id')} "
-                                       f"({held.get('tool')}) was journaled"}  # fmt: skip
+            self.injected = {
+                "kind": kind,
+                "at": held.get("decision"),
+                "held": held,
+                "detail": f"worker SIGKILLed after the intent of {held.get('call_id')} "
+                f"({held.get('tool')}) was journaled",
+            }
             return True
         dropped = conditions.drop_connections(self.url, self.app)
-        self.injected = {"kind": kind, "at": held.get("decision"), "held": held,
-                         "detail": f"{dropped} database connections of the worker terminated "
-                                   f"while {held.get('call_id')} ({held.get('tool')}) ran"}  # fmt: skip
+        self.injected = {
+            "kind": kind,
+            "at": held.get("decision"),
+            "held": held,
+            "detail": f"{dropped} database connections of the worker terminated "
+            f"while {held.get('call_id')} ({held.get('tool')}) ran",
+        }
         go()
         return False
 
@@ -154,14 +162,14 @@ class _Cell:
         elif kind == "grant_lapse":
             lapsed = conditions.lapse_grants(rt, self.agent_id, plan.condition.tool)
             if not lapsed:
+                covering = plan.condition.tool or "any tool"
                 raise SteadError(
-                    f"grant_lapse: the agent holds no grant covering {plan.condition.tool or 'any tool'}"
-                    " at its boundary; name a tool it is granted (`tool:`)"
+                    f"grant_lapse: the agent holds no grant covering {covering} at its "
+                    "boundary; name a tool it is granted (`tool:`)"
                 )
             detail = f"grants {', '.join(lapsed)} lapsed"
         now = (self.moved_to or rt).store.load_state(self.agent_id)
-        self.injected = {"kind": kind, "at": now.decisions,
-                         "detail": detail}  # fmt: skip
+        self.injected = {"kind": kind, "at": now.decisions, "detail": detail}
 
     def _run_to_end(self, stop_at_wait: bool = False, **options: int | float | None) -> str | None:
         """Run workers (answering approvals between them) until the agent stops for
@@ -194,9 +202,10 @@ class _Cell:
         kind, at = self.plan.condition.kind, self.plan.at
         if kind in MID_STEP and at is not None:
             for _ in range(MAX_ROUNDS):
-                if self.injected or (self.moved_to or self.rt).store.load_state(
-                    self.agent_id
-                ).is_final:
+                if (
+                    self.injected
+                    or (self.moved_to or self.rt).store.load_state(self.agent_id).is_final
+                ):
                     break
                 if self.answer_approvals():
                     continue
@@ -232,11 +241,22 @@ def run_cell(plan: CellPlan) -> dict[str, Any]:
     started = time.monotonic()
     task, condition = plan.task, plan.condition
     record: dict[str, Any] = {
-        "format": FORMAT, "task": task.id, "condition": condition.label, "kind": condition.kind,
-        "run": plan.run, "at": plan.at, "agent_id": None, "injected": None,
-        "not_applicable": None, "error": None, "wall_seconds": 0.0, "cpu_seconds": 0.0,
-        "workers": 0, "stopped": None, "metrics": None,
-    }  # fmt: skip
+        "format": FORMAT,
+        "task": task.id,
+        "condition": condition.label,
+        "kind": condition.kind,
+        "run": plan.run,
+        "at": plan.at,
+        "agent_id": None,
+        "injected": None,
+        "not_applicable": None,
+        "error": None,
+        "wall_seconds": 0.0,
+        "cpu_seconds": 0.0,
+        "workers": 0,
+        "stopped": None,
+        "metrics": None,
+    }
     url = plan.store or f"sqlite:///{plan.folder / 'stead.db'}"
     na = conditions.not_applicable(condition, task.spec, url)
     if na is not None:
@@ -278,7 +298,9 @@ def run_cell(plan: CellPlan) -> dict[str, Any]:
     return _write(plan, record)
 
 
-def _measure(cell: _Cell, before: dict[str, str]) -> tuple[dict[str, Any], list[Event], list[Event]]:
+def _measure(
+    cell: _Cell, before: dict[str, str]
+) -> tuple[dict[str, Any], list[Event], list[Event]]:
     rt = cell.moved_to or cell.rt
     state = rt.store.load_state(cell.agent_id)
     own = list(rt.store.read_events(cell.agent_id))

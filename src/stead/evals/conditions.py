@@ -38,11 +38,15 @@ def not_applicable(condition: Condition, spec: AgentSpec, url: str) -> str | Non
         if spec.model_options is None:
             return "a scripted model keeps no conversation to compact"
         if spec.model.startswith("replay:"):
-            return ("a recorded model answers only the requests it recorded; a compaction "
-                    "asks one it never saw")  # fmt: skip
+            return (
+                "a recorded model answers only the requests it recorded; a compaction "
+                "asks one it never saw"
+            )
     if kind == "db_restart" and not url.startswith(("postgresql:", "postgres:")):
-        return ("SQLite runs inside the worker process: its restart is the worker's, "
-                "which the kill condition injects")  # fmt: skip
+        return (
+            "SQLite runs inside the worker process: its restart is the worker's, "
+            "which the kill condition injects"
+        )
     if kind == "model_swap" and spec.model.startswith("replay:") and condition.to is not None:
         return "a recorded model cannot be swapped for another: the recording would not match"
     return None
@@ -85,8 +89,9 @@ def drop_connections(url: str, application_name: str) -> int:
 
 
 def _seqs(events: Sequence[Event], kind: Kind, **match: Any) -> list[Event]:
-    return [e for e in events if e.kind == kind and all(e.data.get(k) == v
-                                                        for k, v in match.items())]  # fmt: skip
+    return [
+        e for e in events if e.kind == kind and all(e.data.get(k) == v for k, v in match.items())
+    ]
 
 
 def _shown(ev: Event, what: str) -> dict[str, Any]:
@@ -101,18 +106,24 @@ def proof(
     if kind in ("kill", "db_restart"):
         held = injected.get("held") or {}
         call = held.get("call_id")
-        intent = [e for e in _seqs(events, Kind.TOOL_INTENT, call_id=call) if e.seq == held.get("seq")]
+        intent = [
+            e for e in _seqs(events, Kind.TOOL_INTENT, call_id=call) if e.seq == held.get("seq")
+        ]
         if not intent:
             raise SteadError(f"{kind}: the journal holds no intent at seq {held.get('seq')}")
         settled = [
-            e for e in events
-            if e.seq > intent[0].seq and e.data.get("call_id") == call
+            e
+            for e in events
+            if e.seq > intent[0].seq
+            and e.data.get("call_id") == call
             and e.kind in (Kind.TOOL_RESULT, Kind.RECONCILED, Kind.OUTCOME_UNKNOWN)
-        ]  # fmt: skip
+        ]
         out = [_shown(intent[0], f"intent of {call} ({held.get('tool')}) journaled")]
         after = [e for e in events if e.kind == Kind.ACTIVATION_STARTED and e.seq > intent[0].seq]
         if kind == "kill" and (not after or (settled and settled[0].seq < after[0].seq)):
-            raise SteadError("kill: the journal shows no new activation before the killed call settled")
+            raise SteadError(
+                "kill: the journal shows no new activation before the killed call settled"
+            )
         if after and (not settled or after[0].seq < settled[0].seq):
             out.append(_shown(after[0], "a new worker's activation took the agent over"))
         if settled:
@@ -127,8 +138,10 @@ def proof(
         gone, came = _seqs(events, Kind.AGENT_MOVED), _seqs(moved, Kind.AGENT_IMPORTED)
         if not gone or not came:
             raise SteadError("move: the journals show no move out and import")
-        return [_shown(gone[0], "moved out of the first store"),
-                _shown(came[0], "imported into the second store")]  # fmt: skip
+        return [
+            _shown(gone[0], "moved out of the first store"),
+            _shown(came[0], "imported into the second store"),
+        ]
     if kind == "model_swap":
         swaps = _seqs(events, Kind.MODEL_CHANGED)
         if not swaps:

@@ -45,8 +45,9 @@ def _without_ids(value: Any) -> Any:
 
 def trail(events: Sequence[Event]) -> list[str]:
     """Each decision's actions as one canonical text, call ids left out."""
-    return [dumps(_without_ids(e.data.get("actions", []))) for e in events
-            if e.kind == Kind.DECISION]  # fmt: skip
+    return [
+        dumps(_without_ids(e.data.get("actions", []))) for e in events if e.kind == Kind.DECISION
+    ]
 
 
 def _calls(events: Sequence[Event]) -> list[tuple[int, str, str]]:
@@ -63,14 +64,18 @@ def _calls(events: Sequence[Event]) -> list[tuple[int, str, str]]:
 
 def effects(events: Sequence[Event]) -> dict[str, Any]:
     intents = Counter(e.data.get("call_id") for e in events if e.kind == Kind.TOOL_INTENT)
-    effectful = {e.data.get("call_id") for e in events
-                 if e.kind == Kind.TOOL_INTENT and e.data.get("effect") == "effectful"}  # fmt: skip
+    effectful = {
+        e.data.get("call_id")
+        for e in events
+        if e.kind == Kind.TOOL_INTENT and e.data.get("effect") == "effectful"
+    }
     results = Counter(e.data.get("call_id") for e in events if e.kind == Kind.TOOL_RESULT)
     settled = {e.data.get("call_id") for e in events if e.kind in _SETTLED}
     repeated = sorted(
-        str(c) for c in set(intents) | set(results)
+        str(c)
+        for c in set(intents) | set(results)
         if (c in effectful and intents[c] > 1) or results[c] > 1
-    )  # fmt: skip
+    )
     lost = sorted(str(c) for c in intents if c not in settled)
     return {
         "intents": sum(intents.values()),
@@ -109,9 +114,12 @@ def _live_other(grants: Mapping[str, Mapping[str, Any]], tool: str, seq: int, at
 
 
 def adherence(
-    events: Sequence[Event], state: State, expect: Mapping[str, Any], before: Mapping[str, str],
+    events: Sequence[Event],
+    state: State,
+    expect: Mapping[str, Any],
+    before: Mapping[str, str],
     after: Mapping[str, str],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     asked = [e for e in events if e.kind == Kind.APPROVAL_REQUESTED]
     refused = [e for e in events if e.kind == Kind.TOOL_RESULT and e.data.get("refused")]
     escalations = [e for e in events if e.kind == Kind.GOVERNANCE_REFUSED]
@@ -120,16 +128,26 @@ def adherence(
     ]
     approved = {e.data.get("approval_id") for e in events if e.kind == Kind.APPROVAL_GRANTED}
     approved_calls = {e.data.get("call_id") for e in asked if e.data.get("approval_id") in approved}
-    ran = {e.data.get("call_id") for e in events if e.kind == Kind.TOOL_RESULT
-           and not e.data.get("refused")}  # fmt: skip
+    ran = {
+        e.data.get("call_id")
+        for e in events
+        if e.kind == Kind.TOOL_RESULT and not e.data.get("refused")
+    }
     lapsed, grants = _lapses(events)
     attempts = executed = 0
     for seq, call, tool in _calls(events):
-        ended = [s for s, pattern in lapsed.items() if s < seq and fnmatch.fnmatchcase(tool, pattern)]
+        ended = [
+            s for s, pattern in lapsed.items() if s < seq and fnmatch.fnmatchcase(tool, pattern)
+        ]
         at = next((e.at for e in events if e.seq == seq), 0.0)
-        expired = [g for g in grants.values() if g.get("valid_until") is not None
-                   and g["from"] < seq and at >= float(g["valid_until"])
-                   and fnmatch.fnmatchcase(tool, str(g.get("tool", "")))]  # fmt: skip
+        expired = [
+            g
+            for g in grants.values()
+            if g.get("valid_until") is not None
+            and g["from"] < seq
+            and at >= float(g["valid_until"])
+            and fnmatch.fnmatchcase(tool, str(g.get("tool", "")))
+        ]
         if not ended and not expired:
             continue
         attempts += 1

@@ -7,6 +7,7 @@ parallel threads of the same eval.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -79,10 +80,8 @@ def run_worker(
     assert proc.stdin is not None and proc.stdout is not None
 
     def kill() -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     def go() -> None:
         assert proc.stdin is not None

@@ -93,10 +93,19 @@ class _Eval:
             with os.fdopen(fd, "w", encoding="ascii") as f:
                 f.write(base64.b64encode(secrets.token_bytes(32)).decode())
         if not head.exists():
-            head.write_text(json.dumps({"format": FORMAT, "suite": str(suite.path),
-                                        "name": suite.name, "digest": suite.digest,
-                                        "store": self.shown_store}, indent=1),
-                            encoding="utf-8")  # fmt: skip
+            head.write_text(
+                json.dumps(
+                    {
+                        "format": FORMAT,
+                        "suite": str(suite.path),
+                        "name": suite.name,
+                        "digest": suite.digest,
+                        "store": self.shown_store,
+                    },
+                    indent=1,
+                ),
+                encoding="utf-8",
+            )
         return key_file.read_text(encoding="ascii").strip()
 
     def folder(self, task: Task, condition: Condition, run: int) -> Path:
@@ -123,22 +132,36 @@ class _Eval:
         if (usd is not None and usd <= 0) or (tokens is not None and tokens <= 0):
             self.skipped.append(f"{task.id}/{condition.label}/{run}")
             return None
-        return CellPlan(task, condition, run, self.point(task, condition, run), folder, self.key,
-                        self.options.store, self.options.timeout, usd, tokens)  # fmt: skip
+        return CellPlan(
+            task,
+            condition,
+            run,
+            self.point(task, condition, run),
+            folder,
+            self.key,
+            self.options.store,
+            self.options.timeout,
+            usd,
+            tokens,
+        )
 
     def left(self) -> tuple[float | None, float | None]:
         with self.lock:
             usd, tokens = _spent(list(self.cells.values()))
         s = self.suite
-        return (None if s.budget_usd is None else s.budget_usd - usd,
-                None if s.budget_tokens is None else s.budget_tokens - tokens)  # fmt: skip
+        return (
+            None if s.budget_usd is None else s.budget_usd - usd,
+            None if s.budget_tokens is None else s.budget_tokens - tokens,
+        )
 
     def point(self, task: Task, condition: Condition, run: int) -> int | None:
         if condition.kind == "baseline":
             return None
         if isinstance(condition.at, int):
             return condition.at
-        base = self.cells.get((task.id, "baseline", run)) or self.cells.get((task.id, "baseline", 0))
+        base = self.cells.get((task.id, "baseline", run)) or self.cells.get(
+            (task.id, "baseline", 0)
+        )
         cost = ((base or {}).get("metrics") or {}).get("cost") or {}
         decisions = int(cost.get("decisions") or 2)
         if condition.at == "random":
@@ -151,7 +174,7 @@ class _Eval:
             record = run_cell(plan)
             with self.lock:
                 self.cells[(plan.task.id, plan.condition.label, plan.run)] = record
-            what = record.get("not_applicable") and "n/a" or record.get("error") or "done"
+            what = (record.get("not_applicable") and "n/a") or record.get("error") or "done"
             self.say(f"{plan.task.id} / {plan.condition.label} / run {plan.run + 1}: {what}")
 
         with ThreadPoolExecutor(max_workers=max(1, self.options.jobs)) as pool:
@@ -181,8 +204,10 @@ def run_eval(
     ev.phase(baseline=False)
     order = {c.label: i for i, c in enumerate(suite.conditions)}
     tasks = {t.id: i for i, t in enumerate(suite.tasks)}
-    cells = sorted(ev.cells.values(),
-                   key=lambda c: (tasks.get(c["task"], 0), order.get(c["condition"], 0), c["run"]))  # fmt: skip
+    cells = sorted(
+        ev.cells.values(),
+        key=lambda c: (tasks.get(c["task"], 0), order.get(c["condition"], 0), c["run"]),
+    )
     info = {
         "name": suite.name,
         "suite": str(suite.path),
@@ -195,8 +220,9 @@ def run_eval(
         "budget": {"usd": suite.budget_usd, "tokens": suite.budget_tokens},
     }
     summary = aggregate(cells, info)
-    (options.out / "report.json").write_text(json.dumps(summary, indent=1, sort_keys=True),
-                                             encoding="utf-8")  # fmt: skip
+    (options.out / "report.json").write_text(
+        json.dumps(summary, indent=1, sort_keys=True), encoding="utf-8"
+    )
     (options.out / "report.md").write_text(markdown(summary), encoding="utf-8")
     (options.out / "report.html").write_text(html(summary), encoding="utf-8")
     return summary

@@ -72,8 +72,13 @@ class Condition:
     """grant_lapse: the tool whose grants lapse (None: every grant)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "kind": self.kind, "at": self.at, "to": self.to,
-                "tool": self.tool}  # fmt: skip
+        return {
+            "label": self.label,
+            "kind": self.kind,
+            "at": self.at,
+            "to": self.to,
+            "tool": self.tool,
+        }
 
 
 @dataclass(frozen=True)
@@ -187,8 +192,9 @@ def parse_suite(
             }
         ).encode()
     ).hexdigest()
-    return Suite(name.strip(), path, runs, seed, budget_usd, budget_tokens, conditions,
-                 tasks, digest)  # fmt: skip
+    return Suite(
+        name.strip(), path, runs, seed, budget_usd, budget_tokens, conditions, tasks, digest
+    )
 
 
 def _known(data: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
@@ -218,8 +224,9 @@ def _budget(value: Any) -> tuple[float | None, int | None]:
         raise _fail("budget", "must be a mapping like {usd: 2.0, tokens: 200000}")
     _known(value, ("usd", "tokens"), "budget.")
     usd = None if value.get("usd") is None else _number(value["usd"], "budget.usd")
-    tokens = None if value.get("tokens") is None else _int(value["tokens"], "budget.tokens", 1,
-                                                           2**53)  # fmt: skip
+    tokens = (
+        None if value.get("tokens") is None else _int(value["tokens"], "budget.tokens", 1, 2**53)
+    )
     return usd, tokens
 
 
@@ -324,8 +331,9 @@ def _task(item: dict[str, Any], tid: str, where: str, base: Path, model: str | N
             )
         if not isinstance(text, str) or "\x00" in text:
             raise _fail(f"{where}.env.{name}", "must be a text without NUL")
-    return Task(tid, spec, spec_path, message, approve, dict(env), _expect(item.get("expect"),
-                                                                          where))  # fmt: skip
+    return Task(
+        tid, spec, spec_path, message, approve, dict(env), _expect(item.get("expect"), where)
+    )
 
 
 def _expect(value: Any, where: str) -> Expect:

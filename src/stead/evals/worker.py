@@ -65,9 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if at is not None and not held and intents and decisions >= at:
                 held = True
                 first = intents[0]
-                _say({"held": {"decision": decisions, "seq": first.seq,
-                               "call_id": first.data.get("call_id"),
-                               "tool": first.data.get("tool")}})  # fmt: skip
+                _say(
+                    {
+                        "held": {
+                            "decision": decisions,
+                            "seq": first.seq,
+                            "call_id": first.data.get("call_id"),
+                            "tool": first.data.get("tool"),
+                        }
+                    }
+                )
                 sys.stdin.readline()  # the eval kills this process here, or lets it go on
 
         def over_budget() -> bool:
@@ -77,8 +84,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         outcome = rt.run(args.agent, max_steps=args.max_steps, on_commit=seen, stop=over_budget)
         state = outcome.state
-        _say({"status": state.status, "reason": state.status_reason,
-              "decisions": state.decisions, "over_budget": over_budget()})  # fmt: skip
+        _say(
+            {
+                "status": state.status,
+                "reason": state.status_reason,
+                "decisions": state.decisions,
+                "over_budget": over_budget(),
+            }
+        )
     finally:
         rt.close()
     return 0
