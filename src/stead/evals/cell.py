@@ -155,7 +155,7 @@ class _Cell:
             detail = f"model set to {to if isinstance(to, str) else to.get('model', to)}"
         elif kind == "compact":
             own = conditions.own_model(plan.task.spec)
-            rt.set_model(self.agent_id, {**own, "compact_at": conditions._TINY_BUDGET})
+            rt.set_model(self.agent_id, conditions.squeezed(own))
             self._run_to_end(max_steps=1)  # the next decision is asked after a compaction
             rt.set_model(self.agent_id, own)
             detail = "compaction forced before the next decision, then the model's own budget"

@@ -27,8 +27,19 @@ from .suite import Condition
 
 LAPSED = "lapsed: the eval's grant_lapse condition"
 """The reason journaled with a grant the eval lets lapse (measure finds it by it)."""
-_TINY_BUDGET = 0.1
-"""The smallest ``compact_at`` a model accepts: the next request is over it."""
+
+
+def squeezed(own: dict[str, Any]) -> dict[str, Any]:
+    """The model's options with the smallest window and share it accepts, so its next
+    request is over its budget and the conversation is compacted first."""
+    tokens = min(int(own.get("max_tokens") or 256), 256)
+    return {
+        **own,
+        "context_window": 512,
+        "max_tokens": tokens,
+        "compact_at": 0.1,
+        "compact_to": 0.05,
+    }
 
 
 def not_applicable(condition: Condition, spec: AgentSpec, url: str) -> str | None:
