@@ -17,7 +17,10 @@ FORBIDDEN = {
     "models": {"store", "runtime", "tools", "cli", "sandbox"},
     # a sandboxed run's side of the code cannot reach the journal
     "sandbox": {"store", "runtime", "cli", "models"},
-    "runtime": {"cli", "demo", "workers", "server", "schedules"},
+    "runtime": {"cli", "demo", "workers", "server", "schedules", "evals"},
+    # an eval drives agents as a person and a worker would: through the runtime, never
+    # the command line, the server or a worker pool of its own
+    "evals": {"cli", "demo", "server", "workers"},
     # schedules build on the runtime and the store's rows; workers and the server fire them
     "schedules": {"cli", "demo", "workers", "server"},
     "server": {"cli", "demo"},

@@ -69,15 +69,22 @@ def run_worker(
     decides: it calls ``kill()`` (SIGKILL) or ``go()`` (let it run on), and returns
     whether the worker was killed."""
     run = WorkerRun(log=log)
-    with open(log, "ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "stead.evals.worker", *args],
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-        )
-    assert proc.stdin is not None and proc.stdout is not None
+    # the worker speaks on a pipe of its own; its stdout (where tools print) goes to the log
+    said, to_eval = os.pipe()
+    try:
+        with open(log, "ab") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "stead.evals.worker", *args, "--say-fd", str(to_eval)],
+                env=dict(env),
+                stdin=subprocess.PIPE,
+                stdout=err,
+                stderr=err,
+                pass_fds=(to_eval,),
+            )
+    finally:
+        os.close(to_eval)
+    lines = os.fdopen(said, "rb")
+    assert proc.stdin is not None
 
     def kill() -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -99,11 +106,11 @@ def run_worker(
     timer.daemon = True
     timer.start()
     try:
-        for raw in proc.stdout:
+        for raw in lines:
             try:
                 line = json.loads(raw)
             except ValueError:
-                continue  # a tool's own print: not the worker's to say
+                continue
             if not isinstance(line, dict):
                 continue
             run.said.append(line)
@@ -122,7 +129,7 @@ def run_worker(
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         proc.stdin.close()
-        proc.stdout.close()
+        lines.close()
     run.exit_code = proc.returncode
     run.cpu_seconds = usage.ru_utime + usage.ru_stime
     return run

@@ -229,6 +229,9 @@ def run_eval(
 
 
 def _shown(url: str) -> str:
-    from ..demo.runner import redacted_url
+    """The store as reports show it: a PostgreSQL URL without its credentials."""
+    if url.startswith(("postgresql:", "postgres:")):
+        from ..store.postgres_url import parse
 
-    return redacted_url(url)
+        return parse(url).where
+    return url

@@ -15,13 +15,16 @@ boundary at an exact point without changing how the agent runs:
 ``--budget-usd X`` / ``--budget-tokens N``
     end after the step in which the agent's spend or tokens reach the cap.
 
-It prints one JSON line when the run ends: the agent's status and decisions.
+It says what it does as JSON lines on the pipe given by ``--say-fd`` (stdout
+without one), never mixed with what the agent's tools print: a held worker, and
+one line when the run ends, with the agent's status and decisions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -29,10 +32,14 @@ from typing import Any
 from ..journal import Event, Kind
 from ..runtime.runtime import Runtime
 
+_TO_EVAL: list[Any] = []
+
 
 def _say(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    # on a pipe of its own: what a tool prints on stdout can never speak for the worker
+    out = _TO_EVAL[0] if _TO_EVAL else sys.stdout
+    out.write(json.dumps(obj, sort_keys=True) + "\n")
+    out.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,7 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--hold-after-intent", type=int)
     p.add_argument("--budget-usd", type=float)
     p.add_argument("--budget-tokens", type=float)
+    p.add_argument("--say-fd", type=int, help="the pipe the eval reads this worker's lines on")
     args = p.parse_args(argv)
+    if args.say_fd is not None:
+        _TO_EVAL.append(os.fdopen(args.say_fd, "w", encoding="utf-8"))
     rt = Runtime(args.store, args.data_dir)
     try:
         start = rt.store.load_state(args.agent)
