@@ -140,10 +140,10 @@ def _report(path: str) -> dict[str, Any]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ..evals.compare import compare, compare_markdown
-
     if len(args.reports) != 2:
         raise UsageError("stead eval compare takes two reports: stead eval compare A B")
+    from ..evals.compare import compare, compare_markdown
+
     result = compare(_report(args.reports[0]), _report(args.reports[1]))
     if args.json:
         out.print_json(json.dumps(result))
