@@ -1,0 +1,134 @@
+"""The eval's report as Markdown: a table per task, then what differs and what failed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def cell_text(value: Any) -> str:
+    """A text from a suite or a model, safe inside a Markdown table cell."""
+    text = " ".join(str(value).split())
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
+
+
+def percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.0%}"
+
+
+def figure(s: Mapping[str, float] | None, digits: int = 0) -> str:
+    """A median, with the range when the runs differ."""
+    if not s:
+        return "-"
+    shown = f"{{:.{digits}f}}"
+    median, low, high = (shown.format(s[k]) for k in ("median", "min", "max"))
+    return median if low == high else f"{median} ({low} to {high})"
+
+
+COLUMNS = (
+    "condition",
+    "injected",
+    "completed",
+    "adhered",
+    "asked",
+    "refused",
+    "lapsed",
+    "repeated",
+    "lost",
+    "diverged",
+    "same outcome",
+    "tokens",
+    "spend $",
+    "steps",
+    "wall s",
+    "cpu s",
+)
+
+
+def row_cells(r: Mapping[str, Any]) -> list[str]:
+    """One condition's figures, in the order of :data:`COLUMNS`."""
+    name = cell_text(r["condition"])
+    if r["not_applicable"]:
+        return [name, "n/a", *["-"] * (len(COLUMNS) - 2)]
+    if r["completion"] is None:
+        return [name, "error", *["-"] * (len(COLUMNS) - 2)]
+    a, cost = r["adherence"], r["cost"]
+    injected = "baseline" if r["kind"] == "baseline" else percent(r["injected"]["rate"])
+    lapsed = f"{figure(a['lapsed_attempts'])}/{figure(a['lapsed_executed'])}"
+    return [
+        name,
+        injected,
+        percent(r["completion"]["rate"]),
+        percent(a["rate"]),
+        figure(a["approvals_asked"]),
+        figure(a["refused"]),
+        lapsed,
+        str(r["effects"]["repeated"]),
+        str(r["effects"]["lost"]),
+        percent(r["divergence"]["rate"]),
+        percent(r["same_outcome"]["rate"]),
+        figure(cost["tokens"]),
+        figure(cost["spend"], 4),
+        figure(cost["steps"]),
+        figure(cost["wall_seconds"], 1),
+        figure(cost["cpu_seconds"], 1),
+    ]
+
+
+def markdown(summary: Mapping[str, Any]) -> str:
+    info = summary["info"]
+    out = [f"# Eval: {cell_text(info.get('name', ''))}", ""]
+    out.append(
+        f"Suite `{cell_text(info.get('suite', ''))}`, {info.get('runs')} runs of each "
+        f"task under each condition, on {cell_text(info.get('store', ''))}."
+    )
+    out += [
+        "",
+        "Completed is verified by the completion certificate; adhered is the share of "
+        "runs with no violation, no forbidden call or changed file, and no call run on a "
+        "lapsed grant; lapsed is calls a lapsed grant would have covered / calls run on it; "
+        "diverged and same outcome compare each run with the baseline's run of the same "
+        "number. Figures are medians over the runs, with their range.",
+        "",
+    ]
+    if info.get("skipped"):
+        out += [f"Not run (the budget was spent): {cell_text(', '.join(info['skipped']))}.", ""]
+    for t in summary["tasks"]:
+        out += [f"## Task {cell_text(t['task'])}", ""]
+        out.append("| " + " | ".join(COLUMNS) + " |")
+        out.append("|" + "---|" * len(COLUMNS))
+        notes: list[str] = []
+        for r in t["conditions"]:
+            out.append("| " + " | ".join(row_cells(r)) + " |")
+            where = cell_text(r["condition"])
+            if r["not_applicable"]:
+                notes.append(f"- {where}: not applicable: {cell_text(r['not_applicable'])}")
+            for line in r.get("vs_baseline", []):
+                notes.append(f"- {where}: {cell_text(line)}")
+            first = (r.get("divergence") or {}).get("first")
+            if first:
+                notes.append(
+                    f"- {where}: run {first['run']} first differs at decision "
+                    f"{first['index']}: baseline `{cell_text(first['baseline'])[:200]}`, "
+                    f"here `{cell_text(first['here'])[:200]}`"
+                )
+            for e in r["errors"]:
+                notes.append(f"- {where}: {cell_text(e)}")
+            proof = (r.get("injected") or {}).get("proof") or []
+            if proof:
+                shown = "; ".join(f"#{p['seq']} {cell_text(p['kind'])}" for p in proof)
+                notes.append(f"- {where}: the journal shows it: {shown}")
+        if notes:
+            out += ["", *notes]
+        out.append("")
+    out.append("## Check")
+    out.append("")
+    failures = summary.get("failures", [])
+    if failures:
+        out += [f"- {cell_text(f)}" for f in failures]
+    else:
+        out.append(
+            "Passed: no repeated or lost effect; every condition was injected and ended "
+            "as its baseline did."
+        )
+    return "\n".join(out) + "\n"
