@@ -3,30 +3,11 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from stead.evals.aggregate import FORMAT, aggregate, check, spread
 
-from .test_measure import measured, run_agent
-
 INFO = {"name": "s", "runs": 2}
-
-
-@pytest.fixture(scope="module")
-def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The measured figures of one real run of the governed agent."""
-    tmp = tmp_path_factory.mktemp("agent")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("STEAD_DEMO_CHANGELOG", str(tmp / "changelog.txt"))
-    rt, agent, before = run_agent(Path(tmp))
-    try:
-        return measured(rt, agent, before)
-    finally:
-        rt.close()
-        mp.undo()
 
 
 def cell(figures: dict[str, Any], condition: str, run: int, **more: Any) -> dict[str, Any]:

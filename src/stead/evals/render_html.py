@@ -24,7 +24,8 @@ th:first-child,td:first-child{text-align:left}th{background:#f1f3f7}
 .fail{background:#fdecec;border:1px solid #e0a0a0;padding:.6em 1em;border-radius:6px}
 .pass{background:#e9f7ee;border:1px solid #9fd3b0;padding:.6em 1em;border-radius:6px}
 ul.notes{font-size:13px;color:#333}ul.notes code{white-space:pre-wrap;word-break:break-all}
-.charts{display:flex;flex-wrap:wrap;gap:2em}figure{margin:0;max-width:560px}figure svg{max-width:100%;height:auto}
+.charts{display:flex;flex-wrap:wrap;gap:2em}figure{margin:0;max-width:560px}
+figure svg{max-width:100%;height:auto}
 figcaption{font-size:13px;color:#445;margin-top:.3em}
 """
 _COMPLETION, _ADHERENCE = "#2f6fde", "#1f9d57"

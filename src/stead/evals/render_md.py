@@ -16,11 +16,12 @@ def percent(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.0%}"
 
 
-def figure(s: Mapping[str, float] | None, digits: int = 0) -> str:
-    """A median, with the range when the runs differ."""
+def figure(s: Mapping[str, float] | None, digits: int | None = None) -> str:
+    """A median, with the range when the runs differ (counts as they are, other
+    figures to ``digits`` places)."""
     if not s:
         return "-"
-    shown = f"{{:.{digits}f}}"
+    shown = "{:g}" if digits is None else f"{{:.{digits}f}}"
     median, low, high = (shown.format(s[k]) for k in ("median", "min", "max"))
     return median if low == high else f"{median} ({low} to {high})"
 
