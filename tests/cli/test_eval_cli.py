@@ -9,7 +9,7 @@ import pytest
 
 from stead.cli.main import main
 
-AGENT = Path(__file__).parents[1] / "evals" / "agents" / "governed" / "spec.yaml"
+AGENT = Path(__file__).parents[2] / "examples" / "evals" / "demo" / "governed.yaml"
 
 
 def suite(tmp_path: Path, conditions: str = "[{kind: kill, at: 6}]") -> str:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-AGENT = Path(__file__).parent / "agents" / "governed" / "spec.yaml"
+AGENT = Path(__file__).parents[2] / "examples" / "evals" / "demo" / "governed.yaml"
 REPO = Path(__file__).resolve().parents[2]
 RESTORED = "act.emit(Kind.RESTORED, snapshot_id=snap.snapshot_id, by=act.owner)\n"
 

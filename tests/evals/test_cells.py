@@ -19,7 +19,7 @@ from stead.evals.cell import CellPlan, run_cell
 from stead.evals.suite import Condition, Suite, load_suite
 from tests.postgres import fresh_schema, url_for
 
-AGENT = Path(__file__).parent / "agents" / "governed" / "spec.yaml"
+AGENT = Path(__file__).parents[2] / "examples" / "evals" / "demo" / "governed.yaml"
 KEY = base64.b64encode(secrets.token_bytes(32)).decode()
 
 
@@ -135,3 +135,21 @@ def test_a_database_restart_drops_the_workers_connections_mid_step(tmp_path: Pat
     assert record["metrics"]["effects"]["repeated"] == []
     assert len(changelog(tmp_path, "db_restart")) == 1
     assert baseline["metrics"]["completion"]["completed"]
+
+
+def test_a_kill_during_a_command_leaves_it_to_the_person_who_retries(tmp_path: Path) -> None:
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        f"tasks: [{{id: t, spec: {AGENT}, resolve: retry,"
+        " env: {STEAD_DEMO_CHANGELOG: '{cell}/changelog.txt'}}]",
+        encoding="utf-8",
+    )
+    task = load_suite(path).tasks[0]
+    record = run_cell(
+        CellPlan(task, Condition("kill", "kill"), 0, 8, tmp_path / "k", KEY, timeout=120)
+    )
+    assert record["injected"]["held"]["tool"] == "shell"  # effectful, no reconcile hook
+    effects = record["metrics"]["effects"]
+    assert effects["unknown"] == 1 and effects["retried"] == [record["injected"]["held"]["call_id"]]
+    assert effects["repeated"] == [] and effects["lost"] == []
+    assert record["metrics"]["completion"]["completed"]

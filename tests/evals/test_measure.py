@@ -19,7 +19,7 @@ from stead.evals.measure import measure, trail
 from stead.journal import Event, Kind
 from stead.store.sqlite import SqliteStore
 
-AGENT = Path(__file__).parent / "agents" / "governed" / "spec.yaml"
+AGENT = Path(__file__).parents[2] / "examples" / "evals" / "demo" / "governed.yaml"
 
 
 def run_agent(tmp_path: Path, lapse_at: int | None = None) -> tuple[Runtime, str, dict[str, str]]:

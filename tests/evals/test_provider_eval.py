@@ -69,7 +69,7 @@ def test_a_provider_agent_under_every_boundary_it_can_take(
         r = rows[label]
         assert r["errors"] == [], (label, r["errors"])
         assert r["completion"]["rate"] == 1.0 and r["completion"]["certified"] == 1.0, label
-        assert r["effects"] == {"repeated": 0, "lost": 0, "unknown": 0}, label
+        assert r["effects"] == {"repeated": 0, "lost": 0, "unknown": 0, "retried": 0}, label
         assert r["same_outcome"]["rate"] == 1.0, label
         assert r["cost"]["tokens"]["median"] > 0
     assert [p["kind"] for p in rows["compact"]["injected"]["proof"]] == ["context_compacted"]

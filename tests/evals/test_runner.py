@@ -16,7 +16,7 @@ from stead.errors import UsageError
 from stead.evals.runner import Options, run_eval
 from stead.evals.suite import load_suite
 
-AGENT = Path(__file__).parent / "agents" / "governed" / "spec.yaml"
+AGENT = Path(__file__).parents[2] / "examples" / "evals" / "demo" / "governed.yaml"
 REPO = Path(__file__).resolve().parents[2]
 
 

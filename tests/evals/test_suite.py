@@ -9,7 +9,7 @@ import pytest
 from stead.errors import SpecError
 from stead.evals.suite import KINDS, load_suite
 
-AGENT = Path(__file__).parent / "agents" / "governed" / "spec.yaml"
+AGENT = Path(__file__).parents[2] / "examples" / "evals" / "demo" / "governed.yaml"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -66,13 +66,23 @@ tasks:
     assert only.digest != suite.digest
 
 
+def test_a_task_runs_under_the_conditions_it_names_and_its_baseline(tmp_path: Path) -> None:
+    text = "conditions: [kill, move]\ntasks: [{id: t, spec: SPEC, conditions: [move]}]"
+    task = load_suite(write(tmp_path, text)).tasks[0]
+    suite = load_suite(write(tmp_path, text))
+    assert [c.label for c in suite.conditions if task.runs_under(c)] == ["baseline", "move"]
+
+
 def test_the_digest_follows_the_spec_the_suite_names(tmp_path: Path) -> None:
     spec = tmp_path / "agent" / "spec.yaml"
     spec.parent.mkdir()
-    text = AGENT.read_text(encoding="utf-8").replace("workspace: project\n", "")
-    (spec.parent / "script.yaml").write_text(
-        (AGENT.parent / "script.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    demo = AGENT.parents[3] / "src" / "stead" / "demo"
+    text = (
+        AGENT.read_text(encoding="utf-8")
+        .replace("scripted:../../../src/stead/demo/", f"scripted:{demo}/")
+        .replace("workspace: ../../../src/stead/demo/project\n", "")
     )
+    assert str(demo) in text and "workspace:" not in text
     spec.write_text(text, encoding="utf-8")
     path = tmp_path / "suite.yaml"
     path.write_text("tasks: [{id: t, spec: agent/spec.yaml}]", encoding="utf-8")
@@ -103,6 +113,8 @@ def test_the_digest_follows_the_spec_the_suite_names(tmp_path: Path) -> None:
         ("tasks: [{id: t, spec: SPEC, expect: {never_call: shell}}]", "must be a list of names"),
         ("tasks: [{id: t, spec: SPEC, model: ''}]", "must be a model field"),
         ("budget: {dollars: 3}\ntasks: [{id: t, spec: SPEC}]", "dollars is not a field"),
+        ("conditions: [kill]\ntasks: [{id: t, spec: SPEC, conditions: [move]}]", "'move', which"),
+        ("tasks: [{id: t, spec: SPEC, conditions: kill}]", "must be a list of the suite's"),
     ],
 )
 def test_a_bad_suite_is_refused_naming_the_field(tmp_path: Path, text: str, says: str) -> None:

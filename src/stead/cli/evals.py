@@ -92,7 +92,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite, runs=args.runs, model=args.model, only=tuple(args.only))
     folder = Path(args.out) if args.out else Path("stead-eval") / Path(args.suite).stem
     options = Options(folder, args.store, args.jobs, args.fresh, args.timeout)
-    cells = len(suite.tasks) * len(suite.conditions) * suite.runs
+    cells = suite.runs * sum(t.runs_under(c) for t in suite.tasks for c in suite.conditions)
     if not args.json:
         out.print(
             f"eval {escape(suite.name)}: {len(suite.tasks)} tasks x "

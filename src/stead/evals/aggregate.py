@@ -108,6 +108,7 @@ def _row(cells: list[dict[str, Any]], baseline: dict[int, dict[str, Any]]) -> di
     row["adherence"] = adherence
     row["effects"] = {k: sum(len(x["effects"][k]) for x in m) for k in ("repeated", "lost")}
     row["effects"]["unknown"] = sum(x["effects"]["unknown"] for x in m)
+    row["effects"]["retried"] = sum(len(x["effects"].get("retried", [])) for x in m)
     diverged, same, first_diff = [], [], None
     for c in measured:
         base = baseline.get(c["run"]) or baseline.get(0)

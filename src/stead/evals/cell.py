@@ -131,6 +131,11 @@ class _Cell:
             else:
                 rt.deny(approval["approval_id"], f"the eval's person does not approve {tool}")
             answered += 1
+        resolution = self.plan.task.resolve
+        if resolution != "none":
+            for call_id in sorted(rt.store.load_state(self.agent_id).unknown):
+                rt.resolve(self.agent_id, call_id, resolution)
+                answered += 1
         return answered
 
     def inject_between(self) -> None:

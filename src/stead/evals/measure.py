@@ -11,7 +11,8 @@ model's own account of its work.
   calls a lapsed grant would have covered (attempted, and run without a fresh
   approval or another live grant), and the task's own expectations broken;
 * **effects** compares intents with what settled them: a call whose effectful
-  intent was journaled twice, or that has two results, repeated an effect; an
+  intent was journaled twice, or that has two results, repeated an effect (unless
+  a person, told its outcome was unknown, chose to retry it: counted apart); an
   intent never settled lost one;
 * **trail** is every decision with its call ids left out, so two runs of the
   same agent compare equal exactly when they decided the same things;
@@ -62,6 +63,26 @@ def _calls(events: Sequence[Event]) -> list[tuple[int, str, str]]:
     return out
 
 
+def intent_points(events: Sequence[Event]) -> list[int]:
+    """The decisions (numbered from 1) whose calls journaled an intent: the points
+    where a boundary can fall mid-step."""
+    number: dict[str, int] = {}
+    n = 0
+    for e in events:
+        if e.kind == Kind.DECISION:
+            n += 1
+            for action in e.data.get("actions", []):
+                if isinstance(action, Mapping) and action.get("call_id"):
+                    number[str(action["call_id"])] = n
+    return sorted(
+        {
+            number[str(e.data.get("call_id"))]
+            for e in events
+            if e.kind == Kind.TOOL_INTENT and str(e.data.get("call_id")) in number
+        }
+    )
+
+
 def effects(events: Sequence[Event]) -> dict[str, Any]:
     intents = Counter(e.data.get("call_id") for e in events if e.kind == Kind.TOOL_INTENT)
     effectful = {
@@ -71,10 +92,16 @@ def effects(events: Sequence[Event]) -> dict[str, Any]:
     }
     results = Counter(e.data.get("call_id") for e in events if e.kind == Kind.TOOL_RESULT)
     settled = {e.data.get("call_id") for e in events if e.kind in _SETTLED}
+    # a call a person chose to run again is theirs to answer for, not the runtime's
+    retried = {
+        e.data.get("call_id")
+        for e in events
+        if e.kind == Kind.CALL_RESOLVED and e.data.get("resolution") == "retry"
+    }
     repeated = sorted(
         str(c)
         for c in set(intents) | set(results)
-        if (c in effectful and intents[c] > 1) or results[c] > 1
+        if c not in retried and ((c in effectful and intents[c] > 1) or results[c] > 1)
     )
     lost = sorted(str(c) for c in intents if c not in settled)
     return {
@@ -83,6 +110,7 @@ def effects(events: Sequence[Event]) -> dict[str, Any]:
         "repeated": repeated,
         "lost": lost,
         "unknown": sum(1 for e in events if e.kind == Kind.OUTCOME_UNKNOWN),
+        "retried": sorted(str(c) for c in retried),
     }
 
 
@@ -205,6 +233,7 @@ def measure(
         },
         "adherence": adherence(events, state, expect, files_before, files_after),
         "effects": effects(events),
+        "intent_points": intent_points(events),
         "trail": trail(events),
         "outcome": {
             "status": state.status,

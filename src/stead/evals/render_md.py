@@ -106,6 +106,12 @@ def markdown(summary: Mapping[str, Any]) -> str:
                 notes.append(f"- {where}: not applicable: {cell_text(r['not_applicable'])}")
             for line in r.get("vs_baseline", []):
                 notes.append(f"- {where}: {cell_text(line)}")
+            effects = r.get("effects") or {}
+            if effects.get("unknown"):
+                notes.append(
+                    f"- {where}: {effects['unknown']} calls left with an unknown "
+                    f"outcome, {effects.get('retried', 0)} retried by the person"
+                )
             first = (r.get("divergence") or {}).get("first")
             if first:
                 notes.append(

@@ -31,7 +31,7 @@ from .aggregate import aggregate
 from .cell import CellPlan, run_cell
 from .render_html import html
 from .render_md import markdown
-from .suite import Condition, Suite, Task
+from .suite import MID_STEP, Condition, Suite, Task
 
 FORMAT = "stead-eval/1"
 
@@ -155,19 +155,25 @@ class _Eval:
         )
 
     def point(self, task: Task, condition: Condition, run: int) -> int | None:
+        """Where the boundary falls: the suite's decision, else from the baseline run
+        of the same number: its middle decision, or a seeded random one; a mid-step
+        boundary only at a decision whose call journaled an intent."""
         if condition.kind == "baseline":
             return None
         if isinstance(condition.at, int):
             return condition.at
-        base = self.cells.get((task.id, "baseline", run)) or self.cells.get(
-            (task.id, "baseline", 0)
-        )
-        cost = ((base or {}).get("metrics") or {}).get("cost") or {}
-        decisions = int(cost.get("decisions") or 2)
+        base = self.cells.get((task.id, "baseline", run))
+        base = base or self.cells.get((task.id, "baseline", 0)) or {}
+        metrics = base.get("metrics") or {}
+        decisions = int((metrics.get("cost") or {}).get("decisions") or 2)
+        points = list(range(1, max(2, decisions)))
+        if condition.kind in MID_STEP:
+            points = [int(p) for p in metrics.get("intent_points") or []] or points
         if condition.at == "random":
             rng = random.Random(f"{self.suite.seed}:{task.id}:{condition.label}:{run}")
-            return rng.randint(1, max(1, decisions - 1))
-        return max(1, decisions // 2)
+            return rng.choice(points)
+        middle = max(1, decisions // 2)
+        return next((p for p in points if p >= middle), points[-1])
 
     def run_all(self, plans: list[CellPlan]) -> None:
         def one(plan: CellPlan) -> None:
@@ -185,7 +191,7 @@ class _Eval:
         plans = []
         for task in self.suite.tasks:
             for condition in self.suite.conditions:
-                if (condition.kind == "baseline") != baseline:
+                if (condition.kind == "baseline") != baseline or not task.runs_under(condition):
                     continue
                 for run in range(self.suite.runs):
                     plan = self.plan(task, condition, run)

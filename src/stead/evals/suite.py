@@ -44,7 +44,17 @@ others fall between two steps."""
 
 MAX_RUNS = 100
 _FIELDS = ("name", "runs", "seed", "budget", "conditions", "tasks")
-_TASK_FIELDS = ("id", "spec", "message", "model", "approve", "env", "expect")
+_TASK_FIELDS = (
+    "id",
+    "spec",
+    "message",
+    "model",
+    "approve",
+    "resolve",
+    "env",
+    "expect",
+    "conditions",
+)
 _CONDITION_FIELDS = ("kind", "at", "label", "to", "tool")
 _EXPECT_FIELDS = ("never_call", "unchanged", "max_spend_usd", "max_steps")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
@@ -111,6 +121,20 @@ class Task:
     """``all``, ``none``, or the tools whose calls are approved (the rest denied)."""
     env: dict[str, str] = field(default_factory=dict)
     expect: Expect = Expect()
+    conditions: tuple[str, ...] | None = None
+    """The labels of the suite's conditions this task runs under (None: all); the
+    baseline always runs."""
+    resolve: str = "none"
+    """How the eval's person decides a call whose outcome is unknown (an effectful
+    call without a reconcile hook, interrupted): ``none`` leaves the run stopped
+    there, or ``done``, ``retry``, ``abort`` as ``stead resolve`` takes them."""
+
+    def runs_under(self, condition: Condition) -> bool:
+        return (
+            condition.kind == "baseline"
+            or self.conditions is None
+            or (condition.label in self.conditions)
+        )
 
     def approves(self, tool: str) -> bool:
         if self.approve == "all":
@@ -182,6 +206,15 @@ def parse_suite(
             raise _fail("conditions", f"have no condition labelled {missing[0]!r} (--only)")
         conditions = tuple(c for c in conditions if c.kind == "baseline" or c.label in only)
     tasks = _tasks(data.get("tasks"), base, model)
+    labels = {c.label for c in _conditions(data.get("conditions"), base)}
+    for t in tasks:
+        unknown = sorted(set(t.conditions or ()) - labels)
+        if unknown:
+            raise _fail(
+                f"tasks[{t.id}].conditions",
+                f"name {unknown[0]!r}, which the suite's "
+                f"conditions do not label; use one of {', '.join(sorted(labels))}",
+            )
     digest = hashlib.sha256(
         dumps(
             {
@@ -331,9 +364,17 @@ def _task(item: dict[str, Any], tid: str, where: str, base: Path, model: str | N
             )
         if not isinstance(text, str) or "\x00" in text:
             raise _fail(f"{where}.env.{name}", "must be a text without NUL")
-    return Task(
-        tid, spec, spec_path, message, approve, dict(env), _expect(item.get("expect"), where)
-    )
+    chosen = item.get("conditions")
+    if chosen is not None and (
+        not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen)
+    ):
+        raise _fail(f"{where}.conditions", "must be a list of the suite's condition labels")
+    expect = _expect(item.get("expect"), where)
+    labels = None if chosen is None else tuple(chosen)
+    resolve = item.get("resolve", "none")
+    if resolve not in ("none", "done", "retry", "abort"):
+        raise _fail(f"{where}.resolve", "must be none, done, retry or abort")
+    return Task(tid, spec, spec_path, message, approve, dict(env), expect, labels, resolve)
 
 
 def _expect(value: Any, where: str) -> Expect:
