@@ -206,8 +206,10 @@ def adherence(
     }
 
 
-def files_digest(files: Mapping[str, str]) -> str:
-    return hashlib.sha256(dumps(dict(sorted(files.items()))).encode()).hexdigest()
+def files_digest(files: Mapping[str, str], ignore: Sequence[str] = ()) -> str:
+    """One digest of the workspace's files, less those matching an ``ignore`` glob."""
+    kept = {p: h for p, h in files.items() if not any(fnmatch.fnmatch(p, g) for g in ignore)}
+    return hashlib.sha256(dumps(dict(sorted(kept.items()))).encode()).hexdigest()
 
 
 def measure(
@@ -238,7 +240,7 @@ def measure(
         "outcome": {
             "status": state.status,
             "goals": goals,
-            "files": files_digest(files_after),
+            "files": files_digest(files_after, expect.get("ignore", ())),
             "summary": (state.finish or {}).get("summary"),
         },
         "cost": {

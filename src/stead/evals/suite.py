@@ -56,7 +56,7 @@ _TASK_FIELDS = (
     "conditions",
 )
 _CONDITION_FIELDS = ("kind", "at", "label", "to", "tool")
-_EXPECT_FIELDS = ("never_call", "unchanged", "max_spend_usd", "max_steps")
+_EXPECT_FIELDS = ("never_call", "unchanged", "max_spend_usd", "max_steps", "ignore")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 # what a suite may not set for its workers: it would change what code they run or
 # hand them the eval's own key
@@ -99,6 +99,9 @@ class Expect:
     unchanged: tuple[str, ...] = ()
     max_spend_usd: float | None = None
     max_steps: int | None = None
+    ignore: tuple[str, ...] = ()
+    """Workspace paths (globs) left out of the outcome: what a tool writes differently
+    on every run, such as ``__pycache__/*``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +109,7 @@ class Expect:
             "unchanged": list(self.unchanged),
             "max_spend_usd": self.max_spend_usd,
             "max_steps": self.max_steps,
+            "ignore": list(self.ignore),
         }
 
 
@@ -397,4 +401,5 @@ def _expect(value: Any, where: str) -> Expect:
         unchanged=names("unchanged"),
         max_spend_usd=None if spend is None else _number(spend, f"{where}.expect.max_spend_usd"),
         max_steps=None if steps is None else _int(steps, f"{where}.expect.max_steps", 1, 10**9),
+        ignore=names("ignore"),
     )

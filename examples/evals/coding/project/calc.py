@@ -1,0 +1,9 @@
+"""A small calculator."""
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
