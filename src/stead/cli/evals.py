@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..evals.suite import load_suite
 
     suite = load_suite(args.suite, runs=args.runs, model=args.model, only=tuple(args.only))
-    folder = Path(args.out) if args.out else Path("stead-eval") / Path(args.suite).stem
+    folder = Path(args.out) if args.out else Path("stead-eval") / _folder_name(suite.name)
     options = Options(folder, args.store, args.jobs, args.fresh, args.timeout)
     cells = suite.runs * sum(t.runs_under(c) for t in suite.tasks for c in suite.conditions)
     if not args.json:
@@ -114,6 +115,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 "its baseline and was injected"
             )
     return EXIT_FAILED if args.check and failures else 0
+
+
+def _folder_name(name: str) -> str:
+    """The suite's name as a folder name: letters, digits, '-', '_', '.' only."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "suite"
 
 
 def _quiet(line: str) -> None:
