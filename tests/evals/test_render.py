@@ -68,3 +68,9 @@ def test_the_markdown_keeps_its_table_whole(real: dict[str, Any]) -> None:
     assert "| 50% | 100% |" in rows[0]
     assert "approvals asked 2.5 (baseline 1)" in text
     assert "not applicable: a scripted model" in text and "\\|" in text
+
+
+def test_the_markdown_holds_no_markup_a_viewer_would_render(real: dict[str, Any]) -> None:
+    text = markdown(summary(real))
+    assert "<script" not in text and "</svg>" not in text
+    assert "&lt;script&gt;" in text

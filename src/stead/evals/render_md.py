@@ -9,6 +9,7 @@ from typing import Any
 def cell_text(value: Any) -> str:
     """A text from a suite or a model, safe inside a Markdown table cell."""
     text = " ".join(str(value).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
 
 
