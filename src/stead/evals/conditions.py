@@ -138,7 +138,13 @@ def proof(
         if after and (not settled or after[0].seq < settled[0].seq):
             out.append(_shown(after[0], "a new worker's activation took the agent over"))
         if settled:
-            out.append(_shown(settled[0], f"the call settled once, as {settled[0].kind}"))
+            first = settled[0]
+            what = (
+                "its outcome was unknown: a person decides"
+                if first.kind == Kind.OUTCOME_UNKNOWN
+                else f"the call settled once, as {first.kind}"
+            )
+            out.append(_shown(first, what))
         return out
     if kind == "hibernate":
         slept, woke = _seqs(events, Kind.HIBERNATED), _seqs(events, Kind.RESTORED)

@@ -19,12 +19,13 @@ max-width:1200px;padding:0 1em;color:#1d2330}
 h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:2em;border-bottom:1px solid #ccd;
 padding-bottom:.2em}p.lead{color:#445}
 table{border-collapse:collapse;font-size:13px;margin:1em 0;width:100%}
-th,td{border:1px solid #d5d8e0;padding:4px 6px;text-align:right;white-space:nowrap}
+th,td{border:1px solid #d5d8e0;padding:3px 5px;text-align:right}
+td:first-child{white-space:nowrap}
 th:first-child,td:first-child{text-align:left}th{background:#f1f3f7}
 .fail{background:#fdecec;border:1px solid #e0a0a0;padding:.6em 1em;border-radius:6px}
 .pass{background:#e9f7ee;border:1px solid #9fd3b0;padding:.6em 1em;border-radius:6px}
 ul.notes{font-size:13px;color:#333}ul.notes code{white-space:pre-wrap;word-break:break-all}
-.charts{display:flex;flex-wrap:wrap;gap:2em}figure{margin:0;max-width:560px}
+.charts{display:flex;flex-wrap:wrap;gap:2em}figure{margin:0;max-width:100%}
 figure svg{max-width:100%;height:auto}
 figcaption{font-size:13px;color:#445;margin-top:.3em}
 """
