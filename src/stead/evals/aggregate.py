@@ -28,8 +28,8 @@ _SHOWN = {
     "refused": "calls refused",
     "out_of_scope": "calls out of scope",
     "approvals_asked": "approvals asked",
-    "lapsed_attempts": "calls on lapsed grants",
-    "lapsed_executed": "calls run on lapsed grants",
+    "lapsed_attempts": "calls after their grant lapsed",
+    "lapsed_executed": "calls run on a lapsed grant unapproved",
     "broken_expectations": "expectations broken",
 }
 EXPECTED_BY = {"grant_lapse": ("refused", "out_of_scope", "approvals_asked", "lapsed_attempts")}

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from .render_md import COLUMNS, percent, row_cells
+from .render_md import COLUMNS, percent, row_cells, row_notes
 
 _STYLE = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;
@@ -136,27 +136,16 @@ def _charts(task: Mapping[str, Any]) -> str:
     )
 
 
+def _code(text: str) -> str:
+    return f"<code>{text[:400]}</code>"
+
+
 def _notes(task: Mapping[str, Any]) -> str:
-    items = []
-    for r in task["conditions"]:
-        where = f"<b>{_t(r['condition'])}</b>"
-        if r["not_applicable"]:
-            items.append(f"{where}: not applicable: {_t(r['not_applicable'])}")
-        for line in r.get("vs_baseline", []):
-            items.append(f"{where}: {_t(line)}")
-        first = (r.get("divergence") or {}).get("first")
-        if first:
-            items.append(
-                f"{where}: run {_t(first['run'])} first differs at decision "
-                f"{_t(first['index'])}: baseline <code>{_t(first['baseline'])[:400]}"
-                f"</code>, here <code>{_t(first['here'])[:400]}</code>"
-            )
-        for e in r["errors"]:
-            items.append(f"{where}: {_t(e)}")
-        proof = (r.get("injected") or {}).get("proof") or []
-        if proof:
-            shown = "; ".join(f"#{_t(p['seq'])} {_t(p['kind'])} ({_t(p['what'])})" for p in proof)
-            items.append(f"{where}: the journal shows it: {shown}")
+    items = [
+        f"<b>{_t(r['condition'])}</b>: {note}"
+        for r in task["conditions"]
+        for note in row_notes(r, _t, _code)
+    ]
     if not items:
         return ""
     return '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -77,6 +77,40 @@ def row_cells(r: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _code(text: str) -> str:
+    return f"`{text[:200]}`"
+
+
+def row_notes(
+    r: Mapping[str, Any], shown: Callable[[Any], str], code: Callable[[str], str]
+) -> list[str]:
+    """What a condition's row cannot hold, one line each, every text from outside
+    passed through ``shown`` (the report's escaping) and decisions through ``code``."""
+    notes = []
+    if r["not_applicable"]:
+        notes.append(f"not applicable: {shown(r['not_applicable'])}")
+    notes += [shown(line) for line in r.get("vs_baseline", [])]
+    effects = r.get("effects") or {}
+    if effects.get("unknown"):
+        notes.append(
+            f"{effects['unknown']} calls left with an unknown outcome, "
+            f"{effects.get('retried', 0)} retried by the person"
+        )
+    first = (r.get("divergence") or {}).get("first")
+    if first:
+        notes.append(
+            f"run {shown(first['run'])} first differs at decision "
+            f"{shown(first['index'])}: baseline {code(shown(first['baseline']))}, "
+            f"here {code(shown(first['here']))}"
+        )
+    notes += [shown(e) for e in r["errors"]]
+    proof = (r.get("injected") or {}).get("proof") or []
+    if proof:
+        parts = [f"#{shown(p['seq'])} {shown(p['kind'])} ({shown(p['what'])})" for p in proof]
+        notes.append("the journal shows it: " + "; ".join(parts))
+    return notes
+
+
 def markdown(summary: Mapping[str, Any]) -> str:
     info = summary["info"]
     out = [f"# Eval: {cell_text(info.get('name', ''))}", ""]
@@ -88,7 +122,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
         "",
         "Completed is verified by the completion certificate; adhered is the share of "
         "runs with no violation, no forbidden call or changed file, and no call run on a "
-        "lapsed grant; lapsed is calls a lapsed grant would have covered / calls run on it; "
+        "lapsed grant; lapsed is calls made after the grant covering them lapsed / those "
+        "of them run without a new approval; "
         "diverged and same outcome compare each run with the baseline's run of the same "
         "number. Figures are medians over the runs, with their range.",
         "",
@@ -103,29 +138,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
         for r in t["conditions"]:
             out.append("| " + " | ".join(row_cells(r)) + " |")
             where = cell_text(r["condition"])
-            if r["not_applicable"]:
-                notes.append(f"- {where}: not applicable: {cell_text(r['not_applicable'])}")
-            for line in r.get("vs_baseline", []):
-                notes.append(f"- {where}: {cell_text(line)}")
-            effects = r.get("effects") or {}
-            if effects.get("unknown"):
-                notes.append(
-                    f"- {where}: {effects['unknown']} calls left with an unknown "
-                    f"outcome, {effects.get('retried', 0)} retried by the person"
-                )
-            first = (r.get("divergence") or {}).get("first")
-            if first:
-                notes.append(
-                    f"- {where}: run {first['run']} first differs at decision "
-                    f"{first['index']}: baseline `{cell_text(first['baseline'])[:200]}`, "
-                    f"here `{cell_text(first['here'])[:200]}`"
-                )
-            for e in r["errors"]:
-                notes.append(f"- {where}: {cell_text(e)}")
-            proof = (r.get("injected") or {}).get("proof") or []
-            if proof:
-                shown = "; ".join(f"#{p['seq']} {cell_text(p['kind'])}" for p in proof)
-                notes.append(f"- {where}: the journal shows it: {shown}")
+            notes += [f"- {where}: {n}" for n in row_notes(r, cell_text, _code)]
         if notes:
             out += ["", *notes]
         out.append("")
