@@ -83,3 +83,30 @@ def test_stead_eval_compare_on_the_command_line(
     assert "is not JSON" in capsys.readouterr().err
     assert main(["eval", "compare", str(tmp_path / "a"), str(tmp_path / "none.json")]) == 2
     assert "cannot read the report" in capsys.readouterr().err
+
+
+def test_two_versions_of_an_agent_compared_end_to_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The governed demo, then a version of it whose script skips the formatter: the
+    comparison says what got worse (its goal fails), as an eval of each shows it."""
+    examples = Path(__file__).parents[2] / "examples" / "evals" / "demo"
+    script = (examples.parents[2] / "src" / "stead" / "demo" / "script.yaml").read_text("utf-8")
+    skipped = script.replace("- {tool: format_code, args: {path: shop/report.py}}\n", "")
+    assert skipped != script
+    (tmp_path / "v2.yaml").write_text(skipped, encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        f"runs: 1\nconditions: [kill]\ntasks: [{{id: governed, spec: {examples / 'governed.yaml'},"
+        " env: {STEAD_DEMO_CHANGELOG: '{cell}/changelog.txt'}}]\n",
+        encoding="utf-8",
+    )
+    assert main(["eval", str(suite), "--out", str(tmp_path / "a")]) == 0
+    v2 = f"scripted:{tmp_path / 'v2.yaml'}"
+    assert main(["eval", str(suite), "--out", str(tmp_path / "b"), "--model", v2]) == 0
+    capsys.readouterr()
+    assert main(["eval", "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    base = next(p for p in result["pairs"] if p["condition"] == "baseline")
+    verdicts = {f["figure"]: f["verdict"] for f in base["figures"]}
+    assert verdicts["completed"] == "worse"  # calc_total is left in report.py

@@ -13,40 +13,70 @@ import pytest
 
 from stead.evals.runner import Options, run_eval
 from stead.evals.suite import load_suite
-from tests.models.fake_servers import FakeServer, Reply, openai_answer, openai_call
+from tests.models.fake_servers import (
+    FakeServer,
+    Reply,
+    anthropic_answer,
+    anthropic_text,
+    anthropic_use,
+    openai_answer,
+    openai_call,
+)
 
 FILES = ("first.md", "second.md", "third.md")
 
 
-def answer(body: Any) -> Reply:
+def next_call(body: Any) -> tuple[str, dict[str, Any]] | str:
     """A model that writes three files in turn, then finishes: what it does next
     follows from the files its request already mentions, so a resumed or compacted
-    conversation gets the same answer as an uninterrupted one."""
-    text = json.dumps(body)
-    done = [name for name in FILES if name in text]
-    if "tools" not in body:  # a summary: keep what it covers in it
-        return Reply(200, openai_answer(text=f"Written so far: {', '.join(done) or 'nothing'}."))
+    conversation gets the same answer as an uninterrupted one. A request without
+    tools asks for a summary: its text keeps what it covers."""
+    done = [name for name in FILES if name in json.dumps(body)]
+    if "tools" not in body:
+        return f"Written so far: {', '.join(done) or 'nothing'}."
     if len(done) == len(FILES):
-        call = openai_call("call_f", "finish", {"summary": "three files written"})
-    else:
-        name = FILES[len(done)]
-        call = openai_call(f"call_{len(done)}", "write_file", {"path": name, "content": name})
-    return Reply(200, openai_answer([call], prompt_tokens=300, completion_tokens=30))
+        return ("finish", {"summary": "three files written"})
+    return ("write_file", {"path": FILES[len(done)], "content": FILES[len(done)]})
 
 
-@pytest.fixture
-def model_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
+def openai(body: Any) -> Reply:
+    call = next_call(body)
+    if isinstance(call, str):
+        return Reply(200, openai_answer(text=call))
+    made = openai_call(f"call_{len(json.dumps(body))}", *call)
+    return Reply(200, openai_answer([made], prompt_tokens=300, completion_tokens=30))
+
+
+def anthropic(body: Any) -> Reply:
+    call = next_call(body)
+    if isinstance(call, str):
+        return Reply(200, anthropic_answer([anthropic_text(call)]))
+    made = anthropic_use(f"toolu_{len(json.dumps(body))}", *call)
+    return Reply(200, anthropic_answer([made], input_tokens=300, output_tokens=30))
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def model_server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeServer]:
+    """A fake model service of each wire format on 127.0.0.1, its key in the
+    workers' environment and allowed to go there."""
+    provider = request.param
     with FakeServer() as server:
-        server.responder = answer
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-1234567890abcdef")
+        server.responder = openai if provider == "openai" else anthropic
+        server.provider = provider  # type: ignore[attr-defined]
+        name = f"{provider.upper()}_API_KEY"
+        monkeypatch.setenv(name, "sk-test-1234567890abcdef")
+        monkeypatch.setenv("STEAD_MODEL_KEY_ENV", name)
         yield server
 
 
-def suite(tmp_path: Path, url: str, extra: str = "") -> Path:
+def suite(tmp_path: Path, server: FakeServer, extra: str = "") -> Path:
+    provider = server.provider  # type: ignore[attr-defined]
     spec = tmp_path / "writer.yaml"
     spec.write_text(
         "name: writer\ninstructions: Write the three files you are asked for, then finish.\n"
-        f"model: {{provider: openai, name: gpt-4o-mini, base_url: '{url}'}}\n"
+        f"model: {{provider: {provider}, name: m-1, base_url: '{server.url}'}}\n"
         "tools: [write_file]\n",
         encoding="utf-8",
     )
@@ -63,7 +93,7 @@ def suite(tmp_path: Path, url: str, extra: str = "") -> Path:
 def test_a_provider_agent_under_every_boundary_it_can_take(
     tmp_path: Path, model_server: FakeServer
 ) -> None:
-    summary = run_eval(load_suite(suite(tmp_path, model_server.url)), Options(tmp_path / "out"))
+    summary = run_eval(load_suite(suite(tmp_path, model_server)), Options(tmp_path / "out"))
     rows = {r["condition"]: r for r in summary["tasks"][0]["conditions"]}
     for label in ("baseline", "kill", "compact", "model_swap"):
         r = rows[label]
@@ -87,7 +117,7 @@ def test_a_provider_agent_under_every_boundary_it_can_take(
 def test_the_budget_stops_a_run_and_starts_no_more(
     tmp_path: Path, model_server: FakeServer
 ) -> None:
-    path = suite(tmp_path, model_server.url, "budget: {tokens: 500}\n")
+    path = suite(tmp_path, model_server, "budget: {tokens: 500}\n")
     summary = run_eval(load_suite(path), Options(tmp_path / "out", jobs=1))
     base = next(r for r in summary["tasks"][0]["conditions"] if r["condition"] == "baseline")
     # one decision of 330 tokens, a second one reaches 660: the run stops after it

@@ -100,7 +100,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{len(suite.conditions)} conditions x {suite.runs} runs = {cells} cells, "
             f"in {escape(str(folder))}"
         )
-    summary = run_eval(suite, options, say=_quiet if args.json else _progress)
+    try:
+        summary = run_eval(suite, options, say=_quiet if args.json else _progress)
+    except KeyboardInterrupt:
+        err.print("interrupted; run the same command again to resume (finished cells are kept)")
+        return 130
     failures = check(summary)
     if args.json:
         out.print_json(json.dumps(summary))
