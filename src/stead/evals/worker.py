@@ -54,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--say-fd", type=int, help="the pipe the eval reads this worker's lines on")
     args = p.parse_args(argv)
     if args.say_fd is not None:
+        os.set_inheritable(args.say_fd, False)  # no command or server a tool starts gets it
         _TO_EVAL.append(os.fdopen(args.say_fd, "w", encoding="utf-8"))
     rt = Runtime(args.store, args.data_dir)
     try:
