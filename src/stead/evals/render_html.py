@@ -27,7 +27,7 @@ th:first-child,td:first-child{text-align:left}th{background:#f1f3f7}
 ul.notes{font-size:13px;color:#333}ul.notes code{white-space:pre-wrap;word-break:break-all}
 .charts{display:flex;flex-wrap:wrap;gap:2em}figure{margin:0;max-width:100%}
 figure svg{max-width:100%;height:auto}
-figcaption{font-size:13px;color:#445;margin-top:.3em}
+figcaption{font-size:13px;color:#445;margin-top:.3em;max-width:520px}
 """
 _COMPLETION, _ADHERENCE = "#2f6fde", "#1f9d57"
 _DIVERGED, _DIFFERENT = "#e08a1e", "#c2412d"
