@@ -53,6 +53,7 @@ def test_json_prints_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
+        (["eval"], "stead eval needs a suite file"),
         (["eval", "nowhere.yaml"], "cannot read suite nowhere.yaml"),
         (["eval", "SUITE", "--runs", "0"], "--runs must be from 1 to 100"),
         (["eval", "SUITE", "--jobs", "0"], "--jobs must be from 1 to 64"),

@@ -32,7 +32,7 @@ def register(
         "`stead eval compare A B` compares two reports. Run the same command again to "
         "resume a killed eval.",
     )
-    p.add_argument("suite", metavar="SUITE", help="the suite file (or `compare`)")
+    p.add_argument("suite", nargs="?", metavar="SUITE", help="the suite file (or `compare`)")
     p.add_argument(
         "reports",
         nargs="*",
@@ -76,6 +76,10 @@ def register(
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.suite is None:
+        raise UsageError(
+            "stead eval needs a suite file: stead eval SUITE, or stead eval compare A B"
+        )
     if args.suite == _COMPARE:
         return _compare(args)
     if args.reports:
