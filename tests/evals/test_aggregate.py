@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from stead.evals.aggregate import FORMAT, aggregate, check, spread
+from stead.evals.compare import compare
+from stead.evals.render_html import html
+from stead.evals.render_md import markdown
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+REAL_SHAPE = json.loads((GOLDEN / "eval_cell_v1.json").read_text(encoding="utf-8"))["metrics"]
 
 INFO = {"name": "s", "runs": 2}
 
@@ -125,3 +136,25 @@ def test_not_applicable_and_not_injected(real: dict[str, Any]) -> None:
 def test_spread() -> None:
     assert spread([3, 1, 2]) == {"median": 2.0, "min": 1.0, "max": 3.0}
     assert spread([]) is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_the_summary_does_not_depend_on_the_order_cells_finished(rng: Any) -> None:
+    cells = [cell(REAL_SHAPE, c, r) for c in ("baseline", "kill", "move") for r in (0, 1, 2)]
+    cells[4]["metrics"]["trail"] = ["other"]
+    shuffled = list(cells)
+    rng.shuffle(shuffled)
+    assert aggregate(shuffled, INFO) == aggregate(cells, INFO)
+
+
+def test_a_report_of_format_1_is_still_read() -> None:
+    """A report written by format 1 (a real eval of the coding example): compared
+    with itself every figure is the same, and both reports render from it."""
+    old = json.loads((GOLDEN / "eval_report_v1.json").read_text(encoding="utf-8"))
+    result = compare(old, old)
+    assert result["pairs"] and result["worse"] == result["better"] == 0
+    assert "fix-calculator" in markdown(old) and "<svg" in html(old)
+    cell_record = json.loads((GOLDEN / "eval_cell_v1.json").read_text(encoding="utf-8"))
+    again = aggregate([cell_record], {"name": "golden"})
+    assert again["tasks"][0]["conditions"][0]["injected"]["proof"]

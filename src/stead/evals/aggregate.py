@@ -155,10 +155,21 @@ def aggregate(cells: list[dict[str, Any]], info: Mapping[str, Any]) -> dict[str,
     by_task: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for c in cells:
         by_task.setdefault(c["task"], {}).setdefault(c["condition"], []).append(c)
-    for task, conditions in by_task.items():
+    # the suite's order where it is given, else the baseline first and then by name:
+    # never the order in which cells happened to finish
+    labels = [c.get("label") for c in info.get("conditions", []) if isinstance(c, Mapping)]
+    named = {str(t): i for i, t in enumerate(info.get("tasks", []))}
+
+    def place(label: str) -> tuple[int, int, str]:
+        known = labels.index(label) if label in labels else len(labels)
+        return (label != "baseline", known, label)
+
+    for task in sorted(by_task, key=lambda t: (named.get(t, len(named)), t)):
+        conditions = by_task[task]
         base_cells = {c["run"]: c for c in conditions.get("baseline", []) if c.get("metrics")}
         rows = [
-            _row(sorted(group, key=lambda c: c["run"]), base_cells) for group in conditions.values()
+            _row(sorted(conditions[label], key=lambda c: c["run"]), base_cells)
+            for label in sorted(conditions, key=place)
         ]
         base_row = next((r for r in rows if r["kind"] == "baseline"), None)
         for r in rows:
