@@ -55,6 +55,7 @@ def test_fewer_approvals_asked_is_better(real: dict[str, Any]) -> None:
         ([1, 2], "is not a stead eval report"),
         ({"format": "something-else/1"}, "format 'something-else/1'"),
         ({"format": "stead-eval-report/1"}, "has no list of tasks"),
+        ({"format": "stead-eval-report/1", "info": "zzz", "tasks": []}, "info that is not"),
         ({"format": "stead-eval-report/1", "tasks": [{"task": "t"}]}, "without a list"),
         (
             {"format": "stead-eval-report/1", "tasks": [{"task": "t", "conditions": [7]}]},
@@ -83,6 +84,28 @@ def test_stead_eval_compare_on_the_command_line(
     assert "is not JSON" in capsys.readouterr().err
     assert main(["eval", "compare", str(tmp_path / "a"), str(tmp_path / "none.json")]) == 2
     assert "cannot read the report" in capsys.readouterr().err
+    # figures of the wrong types deep inside are compared as missing, never a traceback
+    odd = {
+        "format": "stead-eval-report/1",
+        "info": {},
+        "tasks": [
+            {
+                "task": {"a": 1},
+                "conditions": [
+                    {
+                        "condition": "kill",
+                        "completion": "x",
+                        "adherence": [1],
+                        "effects": {"repeated": "a"},
+                        "cost": {"tokens": {"median": None}},
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "odd.json").write_text(json.dumps(odd), "utf-8")
+    assert main(["eval", "compare", str(tmp_path / "a"), str(tmp_path / "odd.json")]) == 0
+    assert "Only in A: t / baseline, t / kill" in capsys.readouterr().out
 
 
 def test_two_versions_of_an_agent_compared_end_to_end(

@@ -109,3 +109,14 @@ def test_a_budget_spent_starts_no_more_cells(tmp_path: Path) -> None:
     summary = run_eval(load_suite(path), Options(tmp_path / "out"))
     assert len(cells(tmp_path / "out")) == 2
     assert summary is not None
+
+
+def test_fresh_through_a_link_removes_nothing_and_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "real"
+    run_eval(load_suite(write_suite(tmp_path, runs=1, conditions="[model_swap]")), Options(out))
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    again = load_suite(write_suite(tmp_path, runs=1, conditions="[model_swap]"))
+    with pytest.raises(UsageError, match=r"cannot start .* afresh"):
+        run_eval(again, Options(link, fresh=True))
+    assert (out / "eval.json").exists() and (out / "report.json").exists()

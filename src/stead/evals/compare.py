@@ -42,6 +42,8 @@ def _rows(report: Any, which: str) -> dict[tuple[str, str], Mapping[str, Any]]:
     if not isinstance(report, Mapping) or report.get("format") != FORMAT:
         got = report.get("format") if isinstance(report, Mapping) else type(report).__name__
         raise _refuse(which, f"is not a stead eval report (format {got!r}, not {FORMAT!r})")
+    if not isinstance(report.get("info", {}), Mapping):
+        raise _refuse(which, "has an info that is not a mapping")
     tasks = report.get("tasks")
     if not isinstance(tasks, list):
         raise _refuse(which, "has no list of tasks")

@@ -71,7 +71,12 @@ class _Eval:
         out, suite = self.out, self.suite
         head = out / "eval.json"
         if head.exists() and self.options.fresh:
-            shutil.rmtree(out)
+            try:
+                shutil.rmtree(out)
+            except OSError as exc:  # a link, or a file it may not remove: say so, keep the rest
+                raise UsageError(
+                    f"cannot start {out} afresh: {exc}; name a new --out folder"
+                ) from None
         if head.exists():
             try:
                 known = strict_loads(head.read_text(encoding="utf-8"))
@@ -126,8 +131,11 @@ class _Eval:
             with self.lock:
                 self.cells[(task.id, condition.label, run)] = found
             return None
-        if folder.exists():  # a cell the eval was killed in: run afresh
-            shutil.rmtree(folder)
+        if folder.exists() or folder.is_symlink():  # a cell the eval was killed in: afresh
+            try:
+                shutil.rmtree(folder)
+            except OSError as exc:
+                raise UsageError(f"cannot run cell {folder} again: {exc}") from None
         usd, tokens = self.left()
         if (usd is not None and usd <= 0) or (tokens is not None and tokens <= 0):
             self.skipped.append(f"{task.id}/{condition.label}/{run}")
