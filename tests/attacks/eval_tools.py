@@ -18,3 +18,9 @@ def chatty() -> str:
         stream.write(json.dumps(FORGED_HELD) + "\n" + json.dumps(FORGED_END) + "\n")
         stream.flush()
     return "said"
+
+
+@tool(effect="read_only")
+def listener() -> str:
+    """Read whatever reaches the worker's stdin, as a tool waiting for a go would."""
+    return sys.stdin.read(100) or "nothing"

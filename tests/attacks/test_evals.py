@@ -52,3 +52,32 @@ def test_a_tool_printing_a_workers_lines_does_not_steer_the_eval(
     # the forged lines went to the worker's log, where a person can see them
     logs = "".join(p.read_text("utf-8") for p in (tmp_path / "out").rglob("worker-*.log"))
     assert "call_forged" in logs
+
+
+def test_a_tool_reading_stdin_neither_hangs_nor_steals_the_workers_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool reading the worker's stdin reads nothing (it is /dev/null) rather than
+    waiting on the eval's end of a pipe until the worker's time runs out; the line
+    that lets a held worker go (a database restart) travels on a pipe of its own."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(REPO / "src")]))
+    (tmp_path / "script.yaml").write_text(
+        "- {tool: listener, args: {}}\n"
+        "- {tool: write_file, args: {path: out.txt, content: done}}\n"
+        "- {finish: written}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "spec.yaml").write_text(
+        "name: listener\nmodel: scripted:script.yaml\n"
+        "tools: [write_file, 'tests.attacks.eval_tools:listener']\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "suite.yaml").write_text(
+        "runs: 1\nconditions: [{kind: kill, at: 1}]\ntasks: [{id: l, spec: spec.yaml}]\n",
+        encoding="utf-8",
+    )
+    summary = run_eval(load_suite(tmp_path / "suite.yaml"), Options(tmp_path / "out", timeout=60))
+    assert summary["failures"] == []
+    rows = {r["condition"]: r for r in summary["tasks"][0]["conditions"]}
+    assert rows["baseline"]["completion"]["rate"] == 1.0
+    assert "write_file" in rows["kill"]["injected"]["proof"][0]["what"]

@@ -69,34 +69,35 @@ def run_worker(
     decides: it calls ``kill()`` (SIGKILL) or ``go()`` (let it run on), and returns
     whether the worker was killed."""
     run = WorkerRun(log=log)
-    # the worker speaks on a pipe of its own; its stdout (where tools print) goes to the log
+    # the worker speaks on a pipe of its own (its stdout, where tools print, goes to the
+    # log) and is let go on another (a tool reading stdin reads nothing meant for it)
     said, to_eval = os.pipe()
+    from_eval, released = os.pipe()
+    channels = ["--say-fd", str(to_eval), "--go-fd", str(from_eval)]
     try:
         with open(log, "ab") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "stead.evals.worker", *args, "--say-fd", str(to_eval)],
+                [sys.executable, "-m", "stead.evals.worker", *args, *channels],
                 env=dict(env),
-                stdin=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
                 stdout=err,
                 stderr=err,
-                pass_fds=(to_eval,),
+                pass_fds=(to_eval, from_eval),
             )
     finally:
         os.close(to_eval)
+        os.close(from_eval)
     lines = os.fdopen(said, "rb")
-    assert proc.stdin is not None
+    go_line = os.fdopen(released, "wb")
 
     def kill() -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
 
     def go() -> None:
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(b"go\n")
-            proc.stdin.flush()
-        except BrokenPipeError:
-            pass
+        with contextlib.suppress(BrokenPipeError):
+            go_line.write(b"go\n")
+            go_line.flush()
 
     def overtime() -> None:
         run.timed_out = True
@@ -121,14 +122,15 @@ def run_worker(
                 else:
                     run.killed = on_held(line["held"], kill, go)
     except BaseException:
-        kill()  # a held worker waits on its stdin for ever: never leave one behind
+        kill()  # a held worker waits for its go for ever: never leave one behind
         raise
     finally:
         timer.cancel()
         # reaped here, not by Popen, so the kernel's account of its CPU time is read
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
-        proc.stdin.close()
+        with contextlib.suppress(BrokenPipeError):
+            go_line.close()
         lines.close()
     run.exit_code = proc.returncode
     run.cpu_seconds = usage.ru_utime + usage.ru_stime

@@ -9,7 +9,7 @@ boundary at an exact point without changing how the agent runs:
     stop after K decisions of this activation (a boundary between steps);
 ``--hold-after-intent K``
     once the intent of a call made by decision K is journaled, before the tool
-    runs, print ``{"held": ...}`` and wait for a line on stdin: the eval then
+    runs, say ``{"held": ...}`` and wait for a line on the ``--go-fd`` pipe: the eval then
     SIGKILLs this process, or breaks its database connections and lets it go on,
     so the boundary falls mid-step every time, however fast the tool is;
 ``--budget-usd X`` / ``--budget-tokens N``
@@ -52,10 +52,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--budget-usd", type=float)
     p.add_argument("--budget-tokens", type=float)
     p.add_argument("--say-fd", type=int, help="the pipe the eval reads this worker's lines on")
+    p.add_argument("--go-fd", type=int, help="the pipe a held worker is let go on")
     args = p.parse_args(argv)
     if args.say_fd is not None:
         os.set_inheritable(args.say_fd, False)  # no command or server a tool starts gets it
         _TO_EVAL.append(os.fdopen(args.say_fd, "w", encoding="utf-8"))
+    go = sys.stdin
+    if args.go_fd is not None:
+        os.set_inheritable(args.go_fd, False)
+        go = os.fdopen(args.go_fd, "r", encoding="utf-8")
     rt = Runtime(args.store, args.data_dir)
     try:
         start = rt.store.load_state(args.agent)
@@ -86,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         }
                     }
                 )
-                sys.stdin.readline()  # the eval kills this process here, or lets it go on
+                go.readline()  # the eval kills this process here, or lets it go on
 
         def over_budget() -> bool:
             if args.budget_usd is not None and usage.get("spend", 0) >= args.budget_usd:
