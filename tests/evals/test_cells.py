@@ -9,15 +9,20 @@ effect that must never repeat), and waits for a person's approval of that post
 from __future__ import annotations
 
 import base64
+import os
 import secrets
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg import sql
 
 from stead.evals.cell import CellPlan, run_cell
 from stead.evals.suite import Condition, Suite, load_suite
-from tests.postgres import fresh_schema, url_for
+from tests.needs import missing
+from tests.postgres import connect, fresh_schema, url_for
 
 AGENT = Path(__file__).parents[2] / "examples" / "evals" / "demo" / "governed.yaml"
 KEY = base64.b64encode(secrets.token_bytes(32)).decode()
@@ -153,3 +158,42 @@ def test_a_kill_during_a_command_leaves_it_to_the_person_who_retries(tmp_path: P
     assert effects["unknown"] == 1 and effects["retried"] == [record["injected"]["held"]["call_id"]]
     assert effects["repeated"] == [] and effects["lost"] == []
     assert record["metrics"]["completion"]["completed"]
+
+
+def restart_command() -> str:
+    """The command that restarts this machine's PostgreSQL at 127.0.0.1:5432."""
+    if shutil.which("pg_lsclusters") is None or os.geteuid() != 0:
+        missing("no pg_lsclusters, or not root: cannot restart PostgreSQL", "restart PostgreSQL")
+    listed = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True).stdout
+    for line in listed.splitlines():
+        version, name, port = line.split()[:3]
+        if port == "5432":
+            return f"pg_ctlcluster {version} {name} restart"
+    missing(f"no cluster on port 5432 in: {listed!r}", "run PostgreSQL from a cluster")
+
+
+def test_a_real_database_server_restart_mid_step(tmp_path: Path) -> None:
+    schema = f"stead_test_{secrets.token_hex(6)}"
+    with connect():  # skips without PostgreSQL (fails in CI)
+        command = restart_command()
+    try:
+        record = cell(
+            tmp_path,
+            Condition("db_restart", "db_restart"),
+            6,
+            store=url_for(schema),
+            restart=command,
+        )
+    finally:  # on a connection made after the restart: those before it were ended
+        with connect() as admin:
+            admin.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
+    assert record["error"] is None, record["error"]
+    assert "the database server restarted" in record["injected"]["detail"]
+    kinds = [p["kind"] for p in record["injected"]["proof"]]
+    # the worker lost its connections with the server: a new worker took the step over
+    assert kinds[:2] == ["tool_intent", "activation_started"]
+    assert record["metrics"]["completion"]["completed"]
+    assert record["metrics"]["effects"]["repeated"] == []
+    assert len(changelog(tmp_path, "db_restart")) == 1

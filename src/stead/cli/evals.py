@@ -64,6 +64,13 @@ def register(
         metavar="SECONDS",
         help="how long one worker may run before the cell fails (600)",
     )
+    p.add_argument(
+        "--db-restart",
+        metavar="COMMAND",
+        help="db_restart restarts the database server with this command (e.g. "
+        "'pg_ctlcluster 15 main restart'); without it, the worker's connections "
+        "are dropped",
+    )
     p.add_argument("--fresh", action="store_true", help="start the folder over")
     p.add_argument(
         "--check",
@@ -96,7 +103,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     suite = load_suite(args.suite, runs=args.runs, model=args.model, only=tuple(args.only))
     folder = Path(args.out) if args.out else Path("stead-eval") / _folder_name(suite.name)
-    options = Options(folder, args.store, args.jobs, args.fresh, args.timeout)
+    options = Options(folder, args.store, args.jobs, args.fresh, args.timeout, args.db_restart)
     cells = suite.runs * sum(t.runs_under(c) for t in suite.tasks for c in suite.conditions)
     if not args.json:
         out.print(

@@ -52,6 +52,9 @@ class CellPlan:
     """Seconds one worker may run before it is killed and the cell fails."""
     budget_usd: float | None = None
     budget_tokens: float | None = None
+    restart: str | None = None
+    """db_restart: the command that restarts the database server (the operator's,
+    from the command line); None drops the worker's connections instead."""
 
 
 class _Cell:
@@ -110,14 +113,14 @@ class _Cell:
                 f"({held.get('tool')}) was journaled",
             }
             return True
-        dropped = conditions.drop_connections(self.url, self.app)
-        self.injected = {
-            "kind": kind,
-            "at": held.get("decision"),
-            "held": held,
-            "detail": f"{dropped} database connections of the worker terminated "
-            f"while {held.get('call_id')} ({held.get('tool')}) ran",
-        }
+        during = f"while {held.get('call_id')} ({held.get('tool')}) ran"
+        if self.plan.restart is not None:
+            took = conditions.restart_server(self.url, self.plan.restart)
+            detail = f"the database server restarted ({took:.1f} s) {during}"
+        else:
+            dropped = conditions.drop_connections(self.url, self.app)
+            detail = f"{dropped} database connections of the worker terminated {during}"
+        self.injected = {"kind": kind, "at": held.get("decision"), "held": held, "detail": detail}
         go()
         return False
 

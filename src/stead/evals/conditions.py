@@ -99,6 +99,37 @@ def drop_connections(url: str, application_name: str) -> int:
     return sum(1 for (done,) in rows if done)
 
 
+def restart_server(url: str, command: str, patience: float = 60.0) -> float:
+    """Run the operator's ``command`` that restarts the database server, then wait
+    until the server takes connections again; the seconds it took."""
+    import shlex
+    import subprocess
+    import time
+
+    import psycopg
+
+    from ..store.postgres_url import parse
+
+    started = time.monotonic()
+    done = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=patience)
+    if done.returncode != 0:
+        raise SteadError(
+            f"db_restart: `{command}` exited with {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[:300]}"
+        )
+    while True:
+        try:
+            with psycopg.connect(parse(url).conninfo, connect_timeout=5):
+                return time.monotonic() - started
+        except psycopg.OperationalError:
+            if time.monotonic() - started > patience:
+                raise SteadError(
+                    f"db_restart: the database did not come back within "
+                    f"{patience:.0f} s of `{command}`"
+                ) from None
+            time.sleep(0.2)
+
+
 def _seqs(events: Sequence[Event], kind: Kind, **match: Any) -> list[Event]:
     return [
         e for e in events if e.kind == kind and all(e.data.get(k) == v for k, v in match.items())

@@ -43,6 +43,9 @@ class Options:
     jobs: int = 2
     fresh: bool = False
     timeout: float = 600.0
+    restart: str | None = None
+    """The command that restarts the database server, for db_restart (else the
+    workers' connections are dropped)."""
 
 
 def _spent(cells: list[dict[str, Any]]) -> tuple[float, float]:
@@ -151,6 +154,7 @@ class _Eval:
             self.options.timeout,
             usd,
             tokens,
+            self.options.restart,
         )
 
     def left(self) -> tuple[float | None, float | None]:
